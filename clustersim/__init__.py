@@ -1,0 +1,3 @@
+"""clustersim: replay cluster traces against scheduling policies."""
+
+__version__ = "0.1.0"

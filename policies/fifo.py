@@ -1,0 +1,57 @@
+"""FIFO: rigid gang scheduling in arrival order, no preemption, no backfilling.
+
+The reference policy. The job at the head of the queue starts as soon as all its tasks fit
+(placed by first-fit unless configured otherwise); jobs behind it wait, as in the FIFO
+baseline of Tiresias (Gu et al., NSDI'19, §6) and of most cluster simulators.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+
+from policies.base import Decision, Policy, View, register
+from policies.placement import strategy
+
+
+@register
+class Fifo(Policy):
+    name = "fifo"
+
+    def __init__(self, placement: str = "first_fit", backfill: bool = False):
+        self.place = strategy(placement)
+        self.backfill = backfill
+        self.queue: deque = deque()
+
+    def reset(self, view: View) -> None:
+        self.queue.clear()
+
+    def decide(self, view: View) -> Decision:
+        self.queue.extend(sorted(view.arrived, key=_arrival))
+        if view.stopped:  # jobs a node failure put back in the queue keep their place
+            self.queue = deque(sorted({j.job_id: j for j in (*self.queue, *view.stopped)}.values(), key=_arrival))
+        decision = Decision()
+        if not self.queue:
+            return decision
+        free = None
+        free_gpus = view.cluster.free_gpus
+        blocked = []
+        while self.queue:
+            job = self.queue[0]
+            if job.num_gpus <= free_gpus + 1e-9:
+                if free is None:
+                    free = view.cluster.free_copy()
+                alloc = self.place(free, job.roles, {r.name: r.count for r in job.roles})
+                if alloc is not None:
+                    self.queue.popleft()
+                    decision.allocations[job.job_id] = alloc
+                    free_gpus -= job.num_gpus
+                    continue
+            if not self.backfill:
+                break
+            blocked.append(self.queue.popleft())
+        self.queue.extendleft(reversed(blocked))
+        return decision
+
+
+def _arrival(job) -> tuple:
+    return (job.submit_time, job.index)

@@ -1,0 +1,164 @@
+"""Nodes, their capacity and what is placed on them.
+
+Capacity and free resources are ``(n_nodes, 3)`` arrays over (GPUs, CPU cores, memory GB).
+The cluster never over-commits: ``take`` checks every node it touches.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from simulator.job import Allocation, JobSpec
+
+RESOURCES = ("gpu", "cpu", "mem")
+EPS = 1e-9
+
+
+class CapacityError(RuntimeError):
+    """An allocation does not fit: names the job, the node and the resource."""
+
+
+@dataclass(frozen=True, slots=True)
+class NodeGroup:
+    """``count`` identical nodes."""
+
+    count: int
+    gpus: float
+    cpus: float
+    mem: float
+    gpu_type: str = "generic"
+    nodes_per_rack: int = 0  # 0: all nodes of the group in one rack
+
+
+class Cluster:
+    def __init__(self, groups: list[NodeGroup]):
+        if not groups or sum(g.count for g in groups) <= 0:
+            raise ValueError("a cluster needs at least one node")
+        caps, types, racks = [], [], []
+        rack = 0
+        for g in groups:
+            if g.count < 0 or min(g.gpus, g.cpus, g.mem) < 0:
+                raise ValueError(f"node group {g} has a negative count or capacity")
+            per_rack = g.nodes_per_rack or max(g.count, 1)
+            for i in range(g.count):
+                caps.append((g.gpus, g.cpus, g.mem))
+                types.append(g.gpu_type)
+                racks.append(rack + i // per_rack)
+            rack = (racks[-1] + 1) if racks else rack
+        self.capacity = np.array(caps, dtype=np.float64)
+        self.capacity.setflags(write=False)
+        self.gpu_type = tuple(types)
+        self.rack = tuple(racks)
+        self.free = self.capacity.copy()
+        self.up = np.ones(len(caps), dtype=bool)
+        self.total = self.capacity.sum(axis=0)
+        self.used = np.zeros(3)
+
+    @property
+    def num_nodes(self) -> int:
+        return len(self.capacity)
+
+    @property
+    def total_gpus(self) -> float:
+        return float(self.total[0])
+
+    @property
+    def free_gpus(self) -> float:
+        return float(self.total[0] - self.used[0]) - float(self.capacity[~self.up, 0].sum())
+
+    def free_copy(self) -> np.ndarray:
+        """Free resources per node, for a policy to plan on; down nodes show nothing free."""
+        free = self.free.copy()
+        free[~self.up] = 0.0
+        return free
+
+    def fits(self, spec: JobSpec) -> bool:
+        """Whether the job's requested allocation could ever fit on the whole cluster."""
+        for r in spec.roles:
+            per_node = _tasks_per_node(self.capacity, np.array(r.demand))
+            if per_node.sum() < r.min_count:
+                return False
+        return float(self.total[0]) + EPS >= sum(r.min_count * r.gpu for r in spec.roles)
+
+    def release(self, spec: JobSpec, alloc: Allocation) -> None:
+        for role, nodes in alloc.items():
+            d = np.array(spec.role(role).demand)
+            for node, count in nodes.items():
+                self.free[node] += count * d
+                self.used -= count * d
+        _snap(self.free, self.capacity)
+
+    def take(self, spec: JobSpec, alloc: Allocation, who: str) -> None:
+        """Place ``alloc``; raise CapacityError (naming ``who``, the job and node) if it does not fit."""
+        for role, nodes in alloc.items():
+            d = np.array(spec.role(role).demand)
+            for node, count in nodes.items():
+                need = count * d
+                if not (0 <= node < self.num_nodes) or not self.up[node]:
+                    raise CapacityError(f"{who}: job {spec.job_id!r} placed on node {node}, which is "
+                                        f"{'down' if 0 <= node < self.num_nodes else 'not in the cluster'}")
+                short = need - self.free[node]
+                if (short > EPS).any():
+                    k = int(np.argmax(short))
+                    self.release(spec, _placed_before(alloc, role, node))
+                    raise CapacityError(
+                        f"{who}: job {spec.job_id!r} role {role!r} asks for {need[k]:g} {RESOURCES[k]} "
+                        f"on node {node}, which has {self.free[node][k]:g} free")
+                self.free[node] -= need
+                self.used += need
+        _snap(self.free, self.capacity)
+
+
+def _placed_before(alloc: Allocation, stop_role: str, stop_node: int) -> dict:
+    """The part of ``alloc`` that ``take`` had placed before it hit (stop_role, stop_node)."""
+    done: dict = {}
+    for role, nodes in alloc.items():
+        for node, count in nodes.items():
+            if role == stop_role and node == stop_node:
+                return done
+            done.setdefault(role, {})[node] = count
+    return done
+
+
+def _snap(free: np.ndarray, cap: np.ndarray) -> None:
+    """Round away float dust so that repeated fractional takes and releases stay exact."""
+    np.copyto(free, 0.0, where=np.abs(free) < EPS)
+    np.copyto(free, cap, where=np.abs(free - cap) < EPS)
+
+
+def _tasks_per_node(free: np.ndarray, demand: np.ndarray) -> np.ndarray:
+    """How many tasks of ``demand`` fit on each node."""
+    need = demand > 0
+    if not need.any():
+        return np.full(len(free), np.iinfo(np.int64).max // 4)
+    return np.floor((free[:, need] + EPS) / demand[need]).min(axis=1).astype(np.int64)
+
+
+def tasks_per_node(free: np.ndarray, demand: tuple[float, float, float]) -> np.ndarray:
+    return _tasks_per_node(free, np.asarray(demand, dtype=np.float64))
+
+
+def from_config(cfg, trace_gpus: tuple[float, float, float] | None = None) -> Cluster:
+    """Build a cluster from its config: explicit ``groups``, or ``auto`` sized from the trace.
+
+    ``auto`` (used by the ElasticFlow benchmark) makes nodes of ``gpus_per_node`` GPUs, as
+    many as ``load_factor`` x the trace's mean busy GPUs, and at least its largest job.
+    ``trace_gpus`` is (mean busy GPUs, largest job GPUs, unused).
+    """
+    groups = [NodeGroup(**dict(g)) for g in cfg.get("groups", [])]
+    auto = cfg.get("auto")
+    if auto:
+        if trace_gpus is None:
+            raise ValueError("cluster.auto needs the trace's GPU demand")
+        mean_busy, largest, _ = trace_gpus
+        per = float(auto["gpus_per_node"])
+        gpus = max(float(auto.get("load_factor", 1.2)) * mean_busy, largest)
+        count = max(1, math.ceil(gpus / per - EPS))
+        groups.append(NodeGroup(count=count, gpus=per, cpus=float(auto.get("cpus_per_node", 0)),
+                                mem=float(auto.get("mem_per_node", 0)),
+                                gpu_type=str(auto.get("gpu_type", "generic")),
+                                nodes_per_rack=int(auto.get("nodes_per_rack", 0))))
+    return Cluster(groups)

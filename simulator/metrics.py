@@ -1,0 +1,207 @@
+"""The recorder: what happened, as columns, then the run's tables and summary.
+
+Outputs of a run directory: ``jobs.parquet`` (one row per job), ``timeline.parquet``
+(resources in use and job counts after every decision), ``events.parquet`` (every start,
+stop, scale, migration, failure and finish) and ``summary.json``. Every file is written to
+a temporary name and renamed, so an interrupted run never leaves a half-written output.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Iterable
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from simulator.job import JobState, Status
+
+
+class Recorder:
+    def __init__(self, cluster):
+        self.cluster = cluster
+        self._t: list[float] = []
+        self._used: list[tuple[float, float, float]] = []
+        self._running: list[int] = []
+        self._pending: list[int] = []
+        self._events: dict[str, list] = {k: [] for k in ("time", "job_id", "kind", "gpus_before", "gpus_after",
+                                                          "overhead_s")}
+        self._nodes: dict[str, list] = {"time": [], "node": [], "up": []}
+        self.states: list[JobState] = []
+        self.end_time = 0.0
+
+    # --- during the run (hot path: appends only)
+    def sample(self, now: float, running: int, pending: int) -> None:
+        used = tuple(self.cluster.used.tolist())
+        if self._t and self._t[-1] == now:
+            self._used[-1], self._running[-1], self._pending[-1] = used, running, pending
+            return
+        self._t.append(now)
+        self._used.append(used)
+        self._running.append(running)
+        self._pending.append(pending)
+
+    def event(self, now: float, st: JobState, kind: str, lost: float, gpus_before: float | None = None) -> None:
+        e = self._events
+        e["time"].append(now)
+        e["job_id"].append(st.spec.job_id)
+        e["kind"].append(kind)
+        e["gpus_before"].append(st.gpus if gpus_before is None else gpus_before)
+        e["gpus_after"].append(st.gpus)
+        e["overhead_s"].append(lost)
+
+    def node(self, now: float, node: int, up: bool) -> None:
+        self._nodes["time"].append(now)
+        self._nodes["node"].append(node)
+        self._nodes["up"].append(up)
+
+    def finish(self, states: Iterable[JobState], end_time: float) -> None:
+        self.states = sorted(states, key=lambda s: s.spec.index)
+        for st in self.states:
+            if st.status in (Status.PENDING, Status.RUNNING):
+                st.status = Status.UNFINISHED
+        self.end_time = end_time
+
+    # --- tables
+    def jobs(self) -> pa.Table:
+        rows = self.states
+        col = lambda f: [f(s) for s in rows]  # noqa: E731
+        first = col(lambda s: s.first_start)
+        end = col(lambda s: s.end_time)
+        submit = col(lambda s: s.spec.submit_time)
+        return pa.table({
+            "job_id": pa.array(col(lambda s: s.spec.job_id), pa.string()),
+            "tenant": pa.array(col(lambda s: s.spec.tenant), pa.string()),
+            "user": pa.array(col(lambda s: s.spec.user), pa.string()),
+            "model": pa.array(col(lambda s: s.spec.model), pa.string()),
+            "num_gpus": pa.array(col(lambda s: s.spec.num_gpus), pa.float64()),
+            "trace_duration": pa.array(col(lambda s: s.spec.duration), pa.float64()),
+            "submit_time": pa.array(submit, pa.float64()),
+            "first_start": pa.array(first, pa.float64()),
+            "end_time": pa.array(end, pa.float64()),
+            "jct": pa.array([e - s if e is not None else None for e, s in zip(end, submit)], pa.float64()),
+            "queueing_delay": pa.array([f - s if f is not None else None for f, s in zip(first, submit)],
+                                       pa.float64()),
+            "gpu_seconds": pa.array(col(lambda s: s.service), pa.float64()),
+            "progress": pa.array(col(lambda s: s.progress / s.spec.total_work), pa.float64()),
+            "preemptions": pa.array(col(lambda s: s.preemptions), pa.int32()),
+            "rescales": pa.array(col(lambda s: s.rescales), pa.int32()),
+            "migrations": pa.array(col(lambda s: s.migrations), pa.int32()),
+            "failures": pa.array(col(lambda s: s.failures), pa.int32()),
+            "overhead_s": pa.array(col(lambda s: s.overhead_s), pa.float64()),
+            "overhead_gpu_s": pa.array(col(lambda s: s.overhead_gpu_s), pa.float64()),
+            "status": pa.array(col(lambda s: s.status.value), pa.string()),
+        })
+
+    def timeline(self) -> pa.Table:
+        used = np.array(self._used, dtype=np.float64).reshape(-1, 3)
+        total = self.cluster.total
+        util = np.divide(used, total, out=np.zeros_like(used), where=total > 0)
+        return pa.table({
+            "time": pa.array(self._t, pa.float64()),
+            "gpu_used": used[:, 0], "cpu_used": used[:, 1], "mem_used": used[:, 2],
+            "gpu_util": util[:, 0], "cpu_util": util[:, 1], "mem_util": util[:, 2],
+            "running": pa.array(self._running, pa.int32()),
+            "pending": pa.array(self._pending, pa.int32()),
+        })
+
+    def events(self) -> pa.Table:
+        e = self._events
+        return pa.table({
+            "time": pa.array(e["time"], pa.float64()), "job_id": pa.array(e["job_id"], pa.string()),
+            "kind": pa.array(e["kind"], pa.string()),
+            "gpus_before": pa.array(e["gpus_before"], pa.float64()),
+            "gpus_after": pa.array(e["gpus_after"], pa.float64()),
+            "overhead_s": pa.array(e["overhead_s"], pa.float64()),
+        })
+
+    def summary(self) -> dict:
+        done = [s for s in self.states if s.status is Status.FINISHED]
+        jct = np.array([s.end_time - s.spec.submit_time for s in done])
+        queue = np.array([s.first_start - s.spec.submit_time for s in done])
+        start = min((s.spec.submit_time for s in self.states), default=0.0)
+        end = max((s.end_time for s in done), default=start) if len(done) == len(self.states) else self.end_time
+        stats = lambda a, p: float(np.percentile(a, p)) if len(a) else None  # noqa: E731
+        return {
+            "jobs": len(self.states),
+            "jobs_finished": len(done),
+            "jobs_unfinished": len(self.states) - len(done),
+            "jct_mean": float(jct.mean()) if len(jct) else None,
+            "jct_median": stats(jct, 50),
+            "jct_p95": stats(jct, 95),
+            "jct_p99": stats(jct, 99),
+            "queueing_delay_mean": float(queue.mean()) if len(queue) else None,
+            "queueing_delay_p95": stats(queue, 95),
+            "makespan": end - start,
+            **{f"{r}_util_mean": u for r, u in zip(("gpu", "cpu", "mem"), self._mean_util(start, end))},
+            "preemptions": sum(s.preemptions for s in self.states),
+            "rescales": sum(s.rescales for s in self.states),
+            "migrations": sum(s.migrations for s in self.states),
+            "overhead_s": sum(s.overhead_s for s in self.states),
+            "overhead_gpu_s": sum(s.overhead_gpu_s for s in self.states),
+            "sim_end_time": self.end_time,
+        }
+
+    def _mean_util(self, start: float, end: float) -> list[float | None]:
+        """Time-weighted mean of used/capacity over [start, end]."""
+        if end <= start or not self._t:
+            return [None, None, None]
+        t = np.clip(np.array(self._t + [end]), start, end)
+        used = np.array(self._used, dtype=np.float64).reshape(-1, 3)
+        area = (used * np.diff(t)[:, None]).sum(axis=0)
+        total = self.cluster.total
+        return [float(a / (c * (end - start))) if c > 0 else None for a, c in zip(area, total)]
+
+    # --- output
+    def write(self, run_dir: str | os.PathLike, meta: dict | None = None) -> dict:
+        out = Path(run_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        for name, table in (("jobs", self.jobs()), ("timeline", self.timeline()), ("events", self.events())):
+            atomic_write(out / f"{name}.parquet", lambda p, t=table: pq.write_table(t, p))
+        summary = self.summary()
+        if meta is not None:
+            atomic_write(out / "run.json", lambda p: Path(p).write_text(json.dumps(meta, indent=2, default=str)))
+        atomic_write(out / "summary.json", lambda p: Path(p).write_text(json.dumps(summary, indent=2)))
+        return summary
+
+
+def atomic_write(path: Path, write) -> None:
+    """Write through ``write(tmp_path)`` then rename, so ``path`` is whole or absent."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    try:
+        write(str(tmp))
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+
+
+def format_summary(summary: dict) -> str:
+    """The short table printed at the end of a run."""
+    rows = [
+        ("jobs finished", f"{summary['jobs_finished']} / {summary['jobs']}"),
+        ("JCT mean / median (s)", _pair(summary["jct_mean"], summary["jct_median"])),
+        ("JCT p95 / p99 (s)", _pair(summary["jct_p95"], summary["jct_p99"])),
+        ("queueing delay mean (s)", _num(summary["queueing_delay_mean"])),
+        ("makespan (s)", _num(summary["makespan"])),
+        ("GPU / CPU / mem util", " / ".join(_pct(summary[f"{r}_util_mean"]) for r in ("gpu", "cpu", "mem"))),
+        ("preemptions / rescales", f"{summary['preemptions']} / {summary['rescales']}"),
+        ("overhead (s)", _num(summary["overhead_s"])),
+    ]
+    width = max(len(k) for k, _ in rows)
+    return "\n".join(f"{k:<{width}}  {v}" for k, v in rows)
+
+
+def _num(x) -> str:
+    return "-" if x is None else f"{x:,.1f}"
+
+
+def _pair(a, b) -> str:
+    return f"{_num(a)} / {_num(b)}"
+
+
+def _pct(x) -> str:
+    return "-" if x is None else f"{100 * x:.1f}%"

@@ -1,0 +1,154 @@
+"""The canonical job table: one row per job, whatever trace it came from.
+
+Every trace reader returns a ``pyarrow.Table`` with this schema (``validate`` checks it).
+Units: seconds (relative to the trace's origin), GPUs (fractional where a trace shares
+GPUs), CPU cores, memory GB. See docs/job_table.md for the meaning of every field.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+ROLE = pa.struct(
+    [
+        pa.field("name", pa.string(), nullable=False),
+        pa.field("count", pa.int32(), nullable=False),
+        pa.field("gpu", pa.float64(), nullable=False),
+        pa.field("cpu", pa.float64(), nullable=False),
+        pa.field("mem", pa.float64(), nullable=False),
+        pa.field("min_count", pa.int32(), nullable=False),
+        pa.field("max_count", pa.int32(), nullable=False),
+    ]
+)
+
+ATTEMPT = pa.struct([pa.field("start", pa.float64()), pa.field("end", pa.float64())])
+
+STATUSES = ("completed", "failed", "killed", "running", "pending", "unknown")
+
+JOB_TABLE = pa.schema(
+    [
+        pa.field("job_id", pa.string(), nullable=False),
+        pa.field("submit_time", pa.float64(), nullable=False),
+        pa.field("duration", pa.float64()),
+        pa.field("iterations", pa.float64()),
+        pa.field("roles", pa.list_(ROLE), nullable=False),
+        pa.field("num_gpus", pa.float64(), nullable=False),
+        pa.field("tenant", pa.string()),
+        pa.field("user", pa.string()),
+        pa.field("model", pa.string()),
+        pa.field("status", pa.string(), nullable=False),
+        pa.field("priority", pa.int32()),
+        pa.field("deadline", pa.float64()),
+        pa.field("batch_size", pa.int32()),
+        pa.field("gpu_type", pa.string()),
+        pa.field("attempts", pa.list_(ATTEMPT)),
+    ]
+)
+
+
+class TraceError(ValueError):
+    """Bad trace input; the message names the file, the row and the reason."""
+
+
+@dataclass(frozen=True, slots=True)
+class Role:
+    """One role of a job as a reader builds it (converted to a ROLE struct)."""
+
+    name: str
+    count: int
+    gpu: float = 0.0
+    cpu: float = 0.0
+    mem: float = 0.0
+    min_count: int | None = None
+    max_count: int | None = None
+
+    def as_row(self) -> dict:
+        lo = self.count if self.min_count is None else self.min_count
+        hi = self.count if self.max_count is None else self.max_count
+        return {
+            "name": self.name,
+            "count": self.count,
+            "gpu": float(self.gpu),
+            "cpu": float(self.cpu),
+            "mem": float(self.mem),
+            "min_count": lo,
+            "max_count": hi,
+        }
+
+
+def gpu_worker_role(num_gpus: float, cpu_per_gpu: float = 0.0, mem_per_gpu: float = 0.0) -> Role:
+    """The role of a plain data-parallel GPU job: one task per whole GPU.
+
+    A whole number of GPUs becomes that many one-GPU tasks (so policies can place and
+    scale GPU by GPU, as the Tiresias simulator does); a fraction becomes one shared-GPU task.
+    """
+    if num_gpus >= 1 and float(num_gpus).is_integer():
+        return Role("worker", int(num_gpus), 1.0, cpu_per_gpu, mem_per_gpu)
+    return Role("worker", 1, float(num_gpus), cpu_per_gpu, mem_per_gpu)
+
+
+def build_table(columns: dict[str, list]) -> pa.Table:
+    """Assemble a job table from python columns; absent optional columns become nulls.
+
+    ``roles`` holds one list of ``Role`` per job; ``num_gpus`` is derived from it.
+    """
+    n = len(columns["job_id"])
+    roles = columns["roles"]
+    data = {}
+    for field in JOB_TABLE:
+        if field.name == "roles":
+            data["roles"] = pa.array([[r.as_row() for r in rs] for rs in roles], field.type)
+        elif field.name == "num_gpus":
+            data["num_gpus"] = pa.array([sum(r.count * r.gpu for r in rs) for rs in roles], pa.float64())
+        elif field.name == "status" and "status" not in columns:
+            data["status"] = pa.array(["unknown"] * n, pa.string())
+        elif field.name in columns:
+            data[field.name] = pa.array(columns[field.name], field.type)
+        else:
+            data[field.name] = pa.nulls(n, field.type)
+    return pa.Table.from_pydict(data, schema=JOB_TABLE)
+
+
+def validate(table: pa.Table, source: str) -> pa.Table:
+    """Check a job table's schema and values; raise TraceError naming source, row and reason."""
+    if not table.schema.equals(JOB_TABLE):
+        missing = [f.name for f in JOB_TABLE if f.name not in table.schema.names]
+        raise TraceError(f"{source}: job table does not match the canonical schema (missing: {missing})")
+    ids = table["job_id"]
+    if pc.count_distinct(ids).as_py() != len(ids):
+        dup = pc.value_counts(ids).filter(pc.greater(pc.struct_field(pc.value_counts(ids), "counts"), 1))
+        raise TraceError(f"{source}: duplicate job_id {dup[0]['values'].as_py()!r}")
+    cols = {name: table[name].to_pylist() for name in ("job_id", "submit_time", "duration", "iterations", "status")}
+    roles = table["roles"].to_pylist()
+    for i, job_id in enumerate(cols["job_id"]):
+        _check_row(source, i, job_id, cols["submit_time"][i], cols["duration"][i], cols["iterations"][i],
+                   cols["status"][i], roles[i])
+    return table
+
+
+def _check_row(source, i, job_id, submit, duration, iterations, status, roles) -> None:
+    where = f"{source}: row {i} (job {job_id!r})"
+    if submit is None or not math.isfinite(submit) or submit < 0:
+        raise TraceError(f"{where}: submit_time must be a finite number >= 0, got {submit!r}")
+    if duration is not None and (not math.isfinite(duration) or duration <= 0):
+        raise TraceError(f"{where}: duration must be a finite number > 0, got {duration!r}")
+    if iterations is not None and (not math.isfinite(iterations) or iterations <= 0):
+        raise TraceError(f"{where}: iterations must be a finite number > 0, got {iterations!r}")
+    if status not in STATUSES:
+        raise TraceError(f"{where}: status {status!r} is not one of {STATUSES}")
+    if not roles:
+        raise TraceError(f"{where}: job has no roles")
+    total = 0.0
+    for r in roles:
+        if r["count"] < 1 or not (1 <= r["min_count"] <= r["count"] <= r["max_count"]):
+            raise TraceError(f"{where}: role {r['name']!r} needs 1 <= min_count <= count <= max_count, "
+                             f"got {r['min_count']}, {r['count']}, {r['max_count']}")
+        if min(r["gpu"], r["cpu"], r["mem"]) < 0:
+            raise TraceError(f"{where}: role {r['name']!r} has a negative demand")
+        total += r["gpu"] + r["cpu"] + r["mem"]
+    if total <= 0:
+        raise TraceError(f"{where}: job demands no resources")
