@@ -62,6 +62,7 @@ class Engine:
         self._wakeup_at: float | None = None
         self.recorder = Recorder(cluster)
         self._who = f"policy {policy.name!r}"
+        self.events = 0
         horizon = max((j.submit_time + (j.duration or 0) for j in self.jobs), default=0.0)
         self._bar = tqdm(total=round(horizon), unit="sim s", delay=2.0, disable=True if progress is False else None,
                          leave=False, dynamic_ncols=True)
@@ -74,6 +75,7 @@ class Engine:
         if self.jobs:
             _Call(self.env, self.jobs[0].submit_time, self._arrive)
         self.env.run(until=self.until)
+        self.events = next(self.env._eid)  # SimPy numbers every event it schedules
         self._bar.close()
         now = self.env.now
         for st in self.states.values():

@@ -1,0 +1,186 @@
+"""The engine's timing is exact: completions are computed from piecewise-constant rates."""
+
+import pytest
+
+from policies.base import Decision, OracleError, Policy, PolicyError
+from policies.fifo import Fifo
+from simulator.cluster import CapacityError
+from simulator.engine import Engine
+from simulator.overhead import ConstantOverhead
+from tests.factories import cluster, gpu_job, jobs
+
+EXACT = dict(rel=1e-12, abs=1e-9)
+
+
+class Scripted(Policy):
+    """Applies ``plan[t] = {job_id: alloc}`` at the first decision at or after t."""
+
+    name = "scripted"
+
+    def __init__(self, plan: dict[float, dict]):
+        self.plan = sorted(plan.items())
+
+    def decide(self, view):
+        d = Decision()
+        while self.plan and self.plan[0][0] <= view.now:
+            d.allocations.update(self.plan.pop(0)[1])
+        if self.plan:
+            d.wakeup = self.plan[0][0] - view.now
+        return d
+
+
+def run(specs, policy, **kw):
+    engine = Engine(specs, kw.pop("cl", None) or cluster(), policy, progress=False, **kw)
+    rec = engine.run()
+    return {s.spec.job_id: s for s in rec.states}, rec
+
+
+def test_single_job_finishes_in_exactly_its_duration():
+    states, rec = run(jobs(gpu_job("a", 10.0, 2, 164.0, work=606.0)), Fifo())
+    a = states["a"]
+    assert a.first_start == 10.0
+    assert a.end_time == pytest.approx(174.0, **EXACT)
+    assert a.service == pytest.approx(2 * 164.0, **EXACT)
+    assert rec.summary()["jct_mean"] == pytest.approx(164.0, **EXACT)
+
+
+@pytest.mark.parametrize("overhead, end, lost", [
+    (ConstantOverhead(), 70.0, 0.0),                                  # 40 done at 1/s, 60 left at 2/s
+    (ConstantOverhead(rescale_s=10.0), 80.0, 10.0),                   # stop-resume: 10 s without progress
+    (ConstantOverhead(rescale_s=10.0, stop_free=True), 75.0, 5.0),    # stop-free: 10 s at the old rate
+    (ConstantOverhead(rescale_s=10.0, stop_free=True, pause_s=2.0), 77.0, 7.0),
+])
+def test_mid_run_rate_change_gives_exact_piecewise_completion(overhead, end, lost):
+    spec = gpu_job("a", 0.0, 2, 100.0, min_gpus=1, max_gpus=4)   # 1 iteration/s on its 2 requested GPUs
+    plan = {0.0: {"a": {"worker": {0: 2}}}, 40.0: {"a": {"worker": {0: 4}}}}
+    states, rec = run(jobs(spec), Scripted(plan), overhead=overhead)
+    a = states["a"]
+    assert a.end_time == pytest.approx(end, **EXACT)
+    assert a.overhead_s == pytest.approx(lost, **EXACT)
+    assert a.overhead_gpu_s == pytest.approx(4 * lost, **EXACT)
+    assert a.rescales == 1
+    assert a.service == pytest.approx(2 * 40 + 4 * (end - 40), **EXACT)
+    kinds = rec.events().column("kind").to_pylist()
+    assert kinds == ["start", "scale_out", "finish"]
+
+
+def test_preempted_job_keeps_its_progress_and_pays_the_resume_cost():
+    spec = gpu_job("a", 0.0, 1, 100.0)
+    plan = {0.0: {"a": {"worker": {0: 1}}}, 30.0: {"a": None}, 50.0: {"a": {"worker": {0: 1}}}}
+    states, _ = run(jobs(spec), Scripted(plan), overhead=ConstantOverhead(resume_s=5.0))
+    a = states["a"]
+    # 30 s done, 20 s stopped, 5 s restoring, 70 s more
+    assert a.end_time == pytest.approx(30 + 20 + 5 + 70, **EXACT)
+    assert (a.preemptions, a.overhead_s, a.first_start) == (1, 5.0, 0.0)
+    assert a.service == pytest.approx(30 + 75, **EXACT)
+
+
+def test_reconfiguring_again_while_paused_waits_for_the_first_pause():
+    spec = gpu_job("a", 0.0, 2, 100.0, min_gpus=1, max_gpus=4)
+    plan = {0.0: {"a": {"worker": {0: 2}}}, 10.0: {"a": {"worker": {0: 4}}}, 15.0: {"a": {"worker": {0: 3}}}}
+    states, _ = run(jobs(spec), Scripted(plan), overhead=ConstantOverhead(rescale_s=10.0))
+    a = states["a"]
+    # paused 10..20 by the first rescale, the second adds its own 10 s: paused until 30, then 90 left at 1.5/s
+    assert a.end_time == pytest.approx(30 + 90 / 1.5, **EXACT)
+    assert a.overhead_s == pytest.approx(20.0, **EXACT)
+
+
+def test_over_allocation_is_refused_naming_policy_job_and_node():
+    specs = jobs(gpu_job("a", 0.0, 3, 10.0), gpu_job("b", 0.0, 2, 10.0))
+    plan = {0.0: {"a": {"worker": {0: 3}}, "b": {"worker": {0: 2}}}}
+    with pytest.raises(CapacityError, match=r"policy 'scripted': job 'b' .* asks for 2 gpu on node 0, which has 1 free"):
+        run(specs, Scripted(plan))
+
+
+def test_gang_and_unknown_jobs_are_refused():
+    specs = jobs(gpu_job("a", 0.0, 4, 10.0))
+    with pytest.raises(PolicyError, match=r"job 'a' role 'worker' gets 2 tasks; it must run with 4..4 \(gang\)"):
+        run(specs, Scripted({0.0: {"a": {"worker": {0: 2}}}}))
+    with pytest.raises(PolicyError, match=r"job 'zz' is not pending or running"):
+        run(specs, Scripted({0.0: {"zz": {"worker": {0: 1}}}}))
+    with pytest.raises(PolicyError, match=r"no role\(s\) \['ps'\]"):
+        run(specs, Scripted({0.0: {"a": {"worker": {0: 4}, "ps": {0: 1}}}}))
+
+
+def test_a_job_larger_than_the_cluster_is_a_clear_error():
+    with pytest.raises(ValueError, match=r"job 'big' asks for more than the whole cluster \(8 GPUs of 4\)"):
+        Engine(jobs(gpu_job("big", 0.0, 8, 10.0)), cluster(), Fifo(), progress=False)
+
+
+def test_capacity_is_never_exceeded_and_accounting_balances():
+    import numpy as np
+    specs = jobs(*(gpu_job(f"j{i}", i * 3.0, g, 50.0 + 7 * i) for i, g in enumerate([1, 2, 4, 8, 1, 2, 8, 4] * 5)))
+    cl = cluster(nodes=3, gpus=8)
+    states, rec = run(specs, Fifo(), cl=cl)
+    tl = rec.timeline()
+    assert max(tl.column("gpu_used").to_pylist()) <= cl.total_gpus
+    assert np.all(cl.free == cl.capacity)  # everything released at the end
+    gpu_s = sum(s.service for s in states.values())
+    assert gpu_s == pytest.approx(sum(s.num_gpus * s.duration for s in specs), rel=1e-9)
+
+
+def test_node_failure_requeues_its_jobs_and_they_finish_later():
+    specs = jobs(gpu_job("a", 0.0, 4, 100.0), gpu_job("b", 0.0, 4, 100.0))
+    engine = Engine(specs, cluster(nodes=2, gpus=4), Fifo(), progress=False)
+    engine.fail_node(at=40.0, node=0, repair_after=60.0)
+    rec = engine.run()
+    st = {s.spec.job_id: s for s in rec.states}
+    assert st["a"].failures == 1 and st["b"].failures == 0
+    # a: 40 s done on node 0, restarts on node 0 when it is repaired at t=100 (b still holds node 1)
+    assert st["a"].end_time == pytest.approx(160.0, **EXACT)
+    assert st["b"].end_time == pytest.approx(100.0, **EXACT)
+
+
+def test_a_policy_that_never_schedules_ends_the_run_with_unfinished_jobs():
+    class Idle(Policy):
+        name = "idle"
+
+        def decide(self, view):
+            return Decision(wakeup=10.0)
+
+    states, rec = run(jobs(gpu_job("a", 0.0, 1, 10.0)), Idle())
+    assert states["a"].status.value == "unfinished"
+    assert rec.summary()["jobs_unfinished"] == 1
+
+
+def test_ground_truth_is_hidden_from_non_oracle_policies():
+    seen = {}
+
+    class Peek(Policy):
+        name = "peek"
+
+        def decide(self, view):
+            for job in view.arrived:
+                seen["public"] = (job.num_gpus, job.submit_time)
+                with pytest.raises(OracleError):
+                    job.remaining_work
+                with pytest.raises(OracleError):
+                    job.duration
+            return Decision()
+
+    class Oracle(Peek):
+        name = "oracle-peek"
+        oracle = True
+
+        def decide(self, view):
+            for job in view.arrived:
+                seen["truth"] = job.remaining_work
+            return Decision()
+
+    run(jobs(gpu_job("a", 0.0, 2, 10.0, work=30.0)), Peek())
+    run(jobs(gpu_job("a", 0.0, 2, 10.0, work=30.0)), Oracle())
+    assert seen == {"public": (2.0, 0.0), "truth": 30.0}
+
+
+def test_attained_service_is_up_to_date_at_every_decision():
+    samples = []
+
+    class Watch(Scripted):
+        def decide(self, view):
+            for job in view.running.values():
+                samples.append((view.now, job.attained_service, job.iterations_done))
+            return super().decide(view)
+
+    spec = gpu_job("a", 0.0, 2, 100.0, work=50.0)
+    run(jobs(spec), Watch({0.0: {"a": {"worker": {0: 2}}}, 30.0: {}}))
+    assert (30.0, pytest.approx(60.0), pytest.approx(15.0)) in samples
