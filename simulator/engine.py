@@ -64,7 +64,7 @@ class Engine:
         self._who = f"policy {policy.name!r}"
         self.events = 0
         horizon = max((j.submit_time + (j.duration or 0) for j in self.jobs), default=0.0)
-        self._bar = tqdm(total=round(horizon), unit="sim s", delay=2.0, disable=True if progress is False else None,
+        self._bar = tqdm(total=round(horizon), unit="sim s", delay=2.0, disable=None if progress is None else not progress,
                          leave=False, dynamic_ncols=True)
         self._check_fit()
 
@@ -102,13 +102,16 @@ class Engine:
         self._request_decision()
 
     def _complete(self, st: JobState, version: int, _ev) -> None:
-        if version != st.version:
-            return
+        if version == st.version:
+            self._finish(st)
+
+    def _finish(self, st: JobState) -> None:
         now = self.env.now
         st.advance(now)
         st.progress = st.spec.total_work
         self.cluster.release(st.spec, st.allocation)
         st.allocation, st.gpus, st.rate, st.steady_rate = EMPTY, 0.0, 0.0, 0.0
+        st.phases.clear()
         st.status, st.end_time = Status.FINISHED, now
         st.version += 1
         view = self.running.pop(st.spec.job_id)
@@ -120,6 +123,9 @@ class Engine:
         if version != st.version:
             return
         st.advance(self.env.now)
+        if st.progress >= st.spec.total_work * (1 - 1e-12):  # done exactly as the phase ended
+            self._finish(st)
+            return
         st.phases.popleft()
         st.version += 1
         self._enter_phase(st)

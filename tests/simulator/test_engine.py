@@ -184,3 +184,11 @@ def test_attained_service_is_up_to_date_at_every_decision():
     spec = gpu_job("a", 0.0, 2, 100.0, work=50.0)
     run(jobs(spec), Watch({0.0: {"a": {"worker": {0: 2}}}, 30.0: {}}))
     assert (30.0, pytest.approx(60.0), pytest.approx(15.0)) in samples
+
+
+def test_a_job_that_finishes_exactly_as_its_preparation_ends_does_not_wait_for_the_pause():
+    # stop-free rescale at t=90 with 10 s of preparation at the old rate: the job's last 10 s
+    spec = gpu_job("a", 0.0, 2, 100.0, min_gpus=1, max_gpus=4)
+    plan = {0.0: {"a": {"worker": {0: 2}}}, 90.0: {"a": {"worker": {0: 4}}}}
+    states, _ = run(jobs(spec), Scripted(plan), overhead=ConstantOverhead(rescale_s=10.0, stop_free=True, pause_s=5))
+    assert states["a"].end_time == pytest.approx(100.0, **EXACT)
