@@ -63,3 +63,11 @@ def run(cfg: DictConfig, run_dir: str | Path) -> tuple[dict, Recorder]:
 def report(cfg: DictConfig, summary: dict, run_dir: str | Path) -> str:
     head = f"clustersim: policy={cfg.policy.name} trace={cfg.trace.name} seed={cfg.seed} -> {run_dir}"
     return f"{head}\n{format_summary(summary)}"
+
+
+def compose(overrides: list[str] | tuple[str, ...] = ()) -> DictConfig:
+    """The config `clustersim <overrides>` would run, for notebooks and scripts."""
+    from hydra import compose as hydra_compose, initialize_config_module
+
+    with initialize_config_module(config_module="configs", version_base=None):
+        return hydra_compose("config", overrides=list(overrides))

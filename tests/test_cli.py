@@ -56,3 +56,18 @@ def test_bad_choice_is_a_clear_error(tmp_path):
     p = clustersim("policy.name=nosuch", f"hydra.run.dir={tmp_path / 'x'}", cwd=tmp_path)
     assert p.returncode != 0
     assert "unknown policy 'nosuch'" in p.stderr
+
+
+def test_collect_gathers_a_sweep_into_one_dataset(tmp_path):
+    from clustersim.collect import collect
+    sweep = tmp_path / "sweep"
+    p = clustersim("-m", "policy.backfill=false,true", "seed=0,1", f"hydra.sweep.dir={sweep}", cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    (sweep / "interrupted").mkdir()
+    (sweep / "interrupted" / "run.json").write_text("{}")
+    runs, jobs, broken = collect(sweep)
+    assert runs.num_rows == 4 and jobs.num_rows == 4 * 60
+    assert broken == [sweep / "interrupted"]
+    assert sorted(runs.column("seed").to_pylist()) == [0, 0, 1, 1]
+    assert set(runs.column("policy").to_pylist()) == {"fifo"}
+    assert (sweep / "collected" / "runs.parquet").exists()
