@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -46,12 +47,22 @@ JOB_TABLE = pa.schema(
         pa.field("batch_size", pa.int32()),
         pa.field("gpu_type", pa.string()),
         pa.field("attempts", pa.list_(ATTEMPT)),
+        pa.field("start_time", pa.float64()),
+        pa.field("num_nodes", pa.int32()),
     ]
 )
 
 
 class TraceError(ValueError):
-    """Bad trace input; the message names the file, the row and the reason."""
+    """Bad trace input; the message names the file, the row and the reason.
+
+    ``line`` and ``field`` (where known) let a reader that skips bad rows record them.
+    """
+
+    def __init__(self, message: str, *, line: int | None = None, field: str | None = None):
+        super().__init__(message)
+        self.line = line
+        self.field = field
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,16 +133,39 @@ def validate(table: pa.Table, source: str) -> pa.Table:
     if pc.count_distinct(ids).as_py() != len(ids):
         dup = pc.value_counts(ids).filter(pc.greater(pc.struct_field(pc.value_counts(ids), "counts"), 1))
         raise TraceError(f"{source}: duplicate job_id {dup[0]['values'].as_py()!r}")
-    cols = {name: table[name].to_pylist() for name in ("job_id", "submit_time", "duration", "iterations", "status")}
-    roles = table["roles"].to_pylist()
-    for i, job_id in enumerate(cols["job_id"]):
-        _check_row(source, i, job_id, cols["submit_time"][i], cols["duration"][i], cols["iterations"][i],
-                   cols["status"][i], roles[i])
+    bad = _first_bad_row(table)
+    if bad is not None:
+        row = table.slice(bad, 1).to_pylist()[0]
+        check_job(f"{source}: row {bad} (job {row['job_id']!r})", row["submit_time"], row["duration"],
+                  row["iterations"], row["status"], row["roles"])
     return table
 
 
-def _check_row(source, i, job_id, submit, duration, iterations, status, roles) -> None:
-    where = f"{source}: row {i} (job {job_id!r})"
+def _first_bad_row(table: pa.Table) -> int | None:
+    """Index of the first row ``check_job`` would reject (vectorized), or None."""
+    def finite(col, lower_ok):
+        x = table[col].combine_chunks() if isinstance(table[col], pa.ChunkedArray) else table[col]
+        return pc.and_kleene(pc.is_finite(x), lower_ok(x))
+    submit_ok = pc.fill_null(finite("submit_time", lambda x: pc.greater_equal(x, 0)), False)
+    dur_ok = pc.fill_null(finite("duration", lambda x: pc.greater(x, 0)), True)
+    it_ok = pc.fill_null(finite("iterations", lambda x: pc.greater(x, 0)), True)
+    status_ok = pc.is_in(table["status"], value_set=pa.array(STATUSES))
+    ok = np.asarray(pc.and_(pc.and_(submit_ok, dur_ok), pc.and_(it_ok, status_ok)))
+    roles = table["roles"].combine_chunks()
+    flat = pc.list_flatten(roles)
+    parent = np.asarray(pc.list_parent_indices(roles))
+    f = {k: np.asarray(flat.field(k)) for k in ("count", "gpu", "cpu", "mem", "min_count", "max_count")}
+    role_ok = ((f["count"] >= 1) & (f["min_count"] >= 1) & (f["min_count"] <= f["count"])
+               & (f["count"] <= f["max_count"]) & (np.minimum(np.minimum(f["gpu"], f["cpu"]), f["mem"]) >= 0))
+    n = table.num_rows
+    ok &= np.bincount(parent, weights=~role_ok, minlength=n) == 0
+    ok &= np.bincount(parent, weights=f["gpu"] + f["cpu"] + f["mem"], minlength=n) > 0
+    bad = np.flatnonzero(~ok)
+    return int(bad[0]) if len(bad) else None
+
+
+def check_job(where: str, submit, duration, iterations, status, roles: list[dict]) -> None:
+    """Check one job's values (``roles`` as ROLE rows); raise TraceError prefixed with ``where``."""
     if submit is None or not math.isfinite(submit) or submit < 0:
         raise TraceError(f"{where}: submit_time must be a finite number >= 0, got {submit!r}")
     if duration is not None and (not math.isfinite(duration) or duration <= 0):

@@ -9,22 +9,25 @@ from __future__ import annotations
 from pathlib import Path
 
 from traces import register
-from traces.csvrows import number, rows
-from traces.schema import build_table, gpu_worker_role
+from traces.collect import BadRows, Jobs
+from traces.csvrows import Ordered, number, rows, text
+from traces.schema import gpu_worker_role
 
 COLUMNS = ("job_id", "num_gpu", "submit_time", "iterations", "model_name", "duration")
 
 
 @register("tiresias")
-def read(path: Path, cpu_per_gpu: float = 0.0, mem_per_gpu: float = 0.0):
-    cols: dict[str, list] = {k: [] for k in ("job_id", "submit_time", "duration", "iterations", "model", "roles")}
-    for line, r in rows(path, COLUMNS):
-        cols["job_id"].append(r["job_id"].strip())
-        cols["submit_time"].append(number(path, line, "submit_time", r["submit_time"], minimum=0))
-        cols["duration"].append(number(path, line, "duration", r["duration"], positive=True))
-        cols["iterations"].append(number(path, line, "iterations", r["iterations"], positive=True))
-        gpus = number(path, line, "num_gpu", r["num_gpu"], positive=True)
-        cols["model"].append(r["model_name"].strip() or None)
-        cols["roles"].append([gpu_worker_role(gpus, cpu_per_gpu, mem_per_gpu)])
-    cols["status"] = ["completed"] * len(cols["job_id"])
-    return build_table(cols)
+def read(path: Path, *, bad: BadRows, cpu_per_gpu: float = 0.0, mem_per_gpu: float = 0.0):
+    jobs = Jobs(path, bad)
+    order = Ordered(path, "submit_time")  # the simulator replays the file in order
+    for line, r in rows(path, COLUMNS, bad=bad):
+        with jobs.row(line, r):
+            submit = number(path, line, "submit_time", r["submit_time"], minimum=0)
+            gpus = number(path, line, "num_gpu", r["num_gpu"], positive=True)
+            order.check(line, submit)
+            jobs.add(text(path, line, "job_id", r["job_id"]), submit, [gpu_worker_role(gpus, cpu_per_gpu, mem_per_gpu)],
+                     status="completed",
+                     duration=number(path, line, "duration", r["duration"], positive=True),
+                     iterations=number(path, line, "iterations", r["iterations"], positive=True),
+                     model=r["model_name"].strip() or None)
+    return jobs.table()

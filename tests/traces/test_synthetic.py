@@ -1,0 +1,94 @@
+"""Synthetic generators: seeded, faithful to their sources, and the Philly fit reproducible."""
+
+import math
+
+import numpy as np
+import pytest
+
+import traces
+from simulator.rng import component_rng
+from traces import synthetic
+from traces.load import load
+
+
+def gen(seed=0, **params):
+    return synthetic.generate(component_rng(seed, "trace.synthetic"), **params)
+
+
+def test_same_seed_same_jobs():
+    for params in [dict(generator="philly", jobs=200), dict(generator="dlrover", jobs=20),
+                   dict(generator="optimus"), dict(generator="sidecar", workload="W2")]:
+        assert gen(3, **params).equals(gen(3, **params))
+        assert not gen(3, **params).equals(gen(4, **params))
+
+
+def test_philly_constants_match_a_refit_of_the_bundled_trace():
+    t = traces.read("philly_pollux", "bundled:philly_pollux/philly.csv")
+    gpus, dur = np.array(t["num_gpus"]), np.array(t["duration"])
+    for k, share in synthetic.PHILLY_GPUS.items():
+        assert abs((gpus == k).mean() - share) < 1e-6
+    for k, (mu, sigma) in synthetic.PHILLY_LOG_DURATION.items():
+        logs = np.log(dur[gpus > 8] if k == "larger" else dur[gpus == k])
+        assert abs(logs.mean() - mu) < 1e-4 and abs(logs.std() - sigma) < 1e-4
+
+
+def test_philly_generator_follows_the_fit():
+    t = gen(generator="philly", jobs=20000)
+    gpus, dur = np.array(t["num_gpus"]), np.array(t["duration"])
+    assert abs((gpus == 1).mean() - synthetic.PHILLY_GPUS[1]) < 0.01
+    assert abs(np.log(dur[gpus == 1]).mean() - synthetic.PHILLY_LOG_DURATION[1][0]) < 0.05
+    gaps = np.diff(np.array(t["submit_time"]))
+    assert abs(gaps.mean() - 3600 / synthetic.PHILLY_RATE_PER_HOUR) < 5  # Poisson at the fitted rate
+
+
+def test_diurnal_arrivals_peak_at_the_peak_hour():
+    t = gen(generator="philly", jobs=20000, arrival=dict(process="diurnal", rate_per_hour=100, amplitude=0.8,
+                                                        peak_hour=14))
+    hours = (np.array(t["submit_time"]) % 86400) // 3600
+    counts = np.bincount(hours.astype(int), minlength=24)
+    assert counts[14] > 3 * counts[2]  # rate 1.8x vs 0.2x the mean
+
+
+def test_dlrover_ps_worker_jobs():
+    t = gen(generator="dlrover", jobs=30, mix={"wide_deep": 1.0})
+    row = t.to_pylist()[0]
+    ps, worker = row["roles"]
+    assert (ps["name"], ps["count"], ps["cpu"], ps["mem"], ps["gpu"]) == ("ps", 8, 16.0, 8.0, 0.0)
+    assert (worker["name"], worker["count"], worker["cpu"], worker["mem"]) == ("worker", 24, 3.0, 4.0)
+    assert (worker["min_count"], worker["max_count"]) == (1, 66)  # up to 200 cores per job
+    assert row["iterations"] == 200_000 and row["duration"] == pytest.approx(200_000 / 210.0)
+    with pytest.raises(traces.TraceError, match="unknown model"):
+        gen(generator="dlrover", mix={"dcn": 1.0})
+
+
+def test_optimus_testbed_workload():
+    t = gen(generator="optimus")
+    sub = np.array(t["submit_time"])
+    assert t.num_rows == 60 and sub.min() >= 0 and sub.max() <= 12000
+    assert set(t["model"].to_pylist()) <= set(synthetic.OPTIMUS_MODELS)
+    for row in t.to_pylist():
+        ps, worker = row["roles"]
+        assert (ps["count"], worker["count"], ps["max_count"]) == (1, 1, 12)
+        if row["model"] == "ResNet-50":
+            assert (ps["cpu"], ps["mem"], worker["cpu"], worker["mem"], worker["gpu"]) == (3, 9, 2, 8, 1)
+
+
+@pytest.mark.parametrize("workload, n", [("W1", 40), ("W2", 20), ("W3", 40), ("W4", 40)])
+def test_sidecar_workloads(workload, n):
+    t = gen(generator="sidecar", workload=workload)
+    sub = np.array(t["submit_time"])
+    assert t.num_rows == n and sub[0] == 0 and sub.max() <= 11000
+    assert set(t["num_gpus"].to_pylist()) <= {1, 2, 4, 8}
+    for row in t.to_pylist():
+        model, data = row["model"].split("/")
+        assert row["iterations"] == {"ImageNet": 1, "Cifar10": 10, "MNIST": 10}[data] * math.ceil(
+            {"ImageNet": 1_281_167, "Cifar10": 50_000, "MNIST": 60_000}[data] / row["batch_size"])
+    if workload == "W1":
+        assert {"ResNet-18/ImageNet", "ResNet-8/Cifar10"} & set(t["model"].to_pylist())
+
+
+def test_synthetic_through_the_pipeline():
+    t, report = load({"name": "s", "format": "synthetic", "options": {"generator": "sidecar", "workload": "W3"}}, seed=5)
+    assert report.sources == [{"generator": "sidecar", "seed": 5, "jobs": 40}]
+    with pytest.raises(traces.TraceError, match="unknown generator"):
+        load({"format": "synthetic", "options": {"generator": "alibaba"}})

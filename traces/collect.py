@@ -1,0 +1,150 @@
+"""Collecting a reader's jobs row by row, with the ``on_bad_row`` rule.
+
+A reader parses each source row inside ``jobs.row(line, raw)``: any TraceError raised there
+either stops the load (``on_bad_row: error``, the default) or is recorded as a reject and
+the row left out (``skip``). ``jobs.add`` checks the job (types, ranges, unique id) before
+keeping it, so a row is kept whole or not at all. Rows a format's documented rule leaves
+out (e.g. openb pods that never ran) are counted in ``dropped`` with their reason: nothing
+disappears without a trace in the load report.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from traces.schema import Role, TraceError, build_table, check_job
+
+ON_BAD_ROW = ("error", "skip")
+NEVER_RAN = ("drop", "keep")  # jobs the trace shows never running: left out (counted) or kept, duration null
+
+
+def check_never_ran(rule: str) -> None:
+    if rule not in NEVER_RAN:
+        raise TraceError(f"never_ran must be one of {NEVER_RAN}, got {rule!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class Reject:
+    """A source row left out under ``on_bad_row: skip``."""
+
+    source: str
+    line: int | None
+    field: str | None
+    reason: str
+    raw: str
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+class BadRows:
+    """The ``on_bad_row`` rule of one load and what it rejected or dropped."""
+
+    def __init__(self, mode: str = "error"):
+        if mode not in ON_BAD_ROW:
+            raise TraceError(f"on_bad_row must be one of {ON_BAD_ROW}, got {mode!r}")
+        self.mode = mode
+        self.rejects: list[Reject] = []
+        self.dropped: Counter[str] = Counter()
+
+    def reject(self, err: TraceError, source: str, raw: object = "", line: int | None = None) -> None:
+        """Raise ``err`` (mode error) or record it as a reject (mode skip)."""
+        if self.mode == "error":
+            raise err
+        line = err.line if err.line is not None else line
+        self.rejects.append(Reject(source, line, err.field, str(err), _raw_text(raw)))
+
+    def drop(self, reason: str, count: int = 1) -> None:
+        """Count rows left out by a documented rule of the format (not errors)."""
+        self.dropped[reason] += count
+
+
+def _raw_text(raw: object) -> str:
+    if isinstance(raw, dict):
+        return ",".join(f"{k}={v}" for k, v in raw.items())
+    if isinstance(raw, (list, tuple)):
+        return "\t".join(map(str, raw))
+    return str(raw)
+
+
+OPTIONAL = ("tenant", "user", "model", "priority", "deadline", "batch_size", "gpu_type", "attempts", "num_nodes")
+_OPTIONAL = frozenset(OPTIONAL)
+JOB_FIELDS = ("job_id", "submit_time", "duration", "iterations", "roles", "status", "start_time") + OPTIONAL
+
+
+class Jobs:
+    """A reader's jobs, column by column; ``table()`` builds the canonical job table."""
+
+    def __init__(self, source: str | Path, bad: BadRows | None = None, unit: str = "line"):
+        self.source = str(source)
+        self.unit = unit  # what a source row is called in messages: a CSV line, a JSON job
+        self.bad = bad or BadRows()
+        self.cols: dict[str, list] = {k: [] for k in JOB_FIELDS}
+        self._seen: dict[str, int | None] = {}
+        self._line: int | None = None
+        self._role_rows: dict[Role, dict] = {}
+
+    @contextmanager
+    def row(self, line: int | None, raw: object = ""):
+        """Parse one source row; a TraceError inside is raised or recorded as a reject."""
+        self._line = line
+        try:
+            yield
+        except TraceError as err:
+            if err.line is None:
+                err.line = line
+            self.bad.reject(err, self.source, raw, line)
+
+    def add(self, job_id: str, submit_time: float, roles: list[Role], *, status: str = "unknown",
+            duration: float | None = None, iterations: float | None = None, start_time: float | None = None,
+            **optional) -> None:
+        """Check one job and keep it; raise TraceError naming the file, line and reason."""
+        if not optional.keys() <= _OPTIONAL:
+            raise TypeError(f"unknown job field(s) {sorted(optional.keys() - _OPTIONAL)}")
+        where = f"{self.source}: {self.unit} {self._line}" if self._line is not None else self.source
+        if not job_id:
+            raise TraceError(f"{where}: field 'job_id': empty job id", field="job_id")
+        where = f"{where} (job {job_id!r})"
+        if job_id in self._seen:
+            first = self._seen[job_id]
+            raise TraceError(f"{where}: duplicate job_id (first seen at line {first})", field="job_id")
+        check_job(where, submit_time, duration, iterations, status, [self._role_row(r) for r in roles])
+        if start_time is not None and start_time + 1e-9 < submit_time:
+            raise TraceError(f"{where}: times out of order: start {start_time:g} s before submission "
+                             f"{submit_time:g} s", field="start_time")
+        self._seen[job_id] = self._line
+        cols = self.cols
+        cols["job_id"].append(job_id)
+        cols["submit_time"].append(submit_time)
+        cols["roles"].append(roles)
+        cols["status"].append(status)
+        cols["duration"].append(duration)
+        cols["iterations"].append(iterations)
+        cols["start_time"].append(start_time)
+        for k in OPTIONAL:
+            cols[k].append(optional.get(k))
+
+    def _role_row(self, role: Role) -> dict:
+        row = self._role_rows.get(role)
+        if row is None:
+            row = self._role_rows[role] = role.as_row()
+        return row
+
+    def __len__(self) -> int:
+        return len(self.cols["job_id"])
+
+    def table(self, rebase: bool = False):
+        """The job table; ``rebase`` shifts times so that the first submission is at 0 s."""
+        cols = self.cols
+        if rebase and cols["submit_time"]:
+            origin = min(cols["submit_time"])
+            cols["submit_time"] = [t - origin for t in cols["submit_time"]]
+            cols["start_time"] = [None if t is None else t - origin for t in cols["start_time"]]
+            cols["deadline"] = [None if t is None else t - origin for t in cols["deadline"]]
+            cols["attempts"] = [None if a is None else [{"start": None if x["start"] is None else x["start"] - origin,
+                                                         "end": None if x["end"] is None else x["end"] - origin}
+                                                        for x in a] for a in cols["attempts"]]
+        return build_table(cols)

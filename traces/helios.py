@@ -1,0 +1,68 @@
+"""Helios cluster logs (S-Lab-System-Group/HeliosData ``data/<Cluster>/cluster_log.csv``,
+SenseTime, SC'21; CC-BY 4.0).
+
+``job_id,user,vc,gpu_num,cpu_num,node_num,state,submit_time,start_time,end_time,duration,queue``:
+times ``YYYY-MM-DD HH:MM:SS``; ``duration`` = end − start and ``queue`` = start − submit in
+seconds (both checked against the times); ``gpu_num`` 0 is a CPU job. Times are made
+relative to the first submission. See docs/traces/helios.md.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from traces import register
+from traces.collect import BadRows, Jobs, check_never_ran
+from traces.csvrows import choice, number, rows, text, timestamp
+from traces.schema import Role, TraceError, gpu_worker_role
+
+COLUMNS = ("job_id", "user", "vc", "gpu_num", "cpu_num", "node_num", "state", "submit_time", "start_time",
+           "end_time", "duration")
+STATUS = {"COMPLETED": "completed", "CANCELLED": "killed", "FAILED": "failed", "TIMEOUT": "failed",
+          "NODE_FAIL": "failed", "SUSPENDED": "killed", "RUNNING": "running", "PENDING": "pending"}
+TOLERANCE_S = 1.0  # the log rounds times to whole seconds
+
+
+@register("helios")
+def read(path: Path, *, bad: BadRows, never_ran: str = "drop", mem_per_cpu: float = 0.0):
+    check_never_ran(never_ran)
+    jobs = Jobs(path, bad)
+    for line, r in rows(path, COLUMNS, bad=bad):
+        with jobs.row(line, r):
+            num = lambda k, **c: number(path, line, k, r[k], **c)  # noqa: E731
+            gpus, cpus = num("gpu_num", minimum=0, integer=True), num("cpu_num", minimum=0)
+            nodes = int(num("node_num", minimum=0, integer=True))
+            status = choice(path, line, "state", r["state"], STATUS)
+            submit = timestamp(path, line, "submit_time", r["submit_time"])
+            start = None if _blank(r["start_time"]) else timestamp(path, line, "start_time", r["start_time"])
+            end = None if _blank(r["end_time"]) else timestamp(path, line, "end_time", r["end_time"])
+            if start is None or end is None or end == start:
+                if never_ran == "drop":
+                    bad.drop("helios: job never ran (no start/end, or 0 s)")
+                    continue
+                duration = None
+            else:
+                duration = _duration(path, line, r, start, end)
+            if gpus > 0:
+                roles = [gpu_worker_role(gpus, cpus / gpus, mem_per_cpu * cpus / gpus)]
+            else:
+                roles = [Role("worker", 1, 0.0, cpus, mem_per_cpu * cpus)]
+            jobs.add(text(path, line, "job_id", r["job_id"]), submit, roles, status=status, start_time=start,
+                     duration=duration, user=r["user"].strip() or None, tenant=r["vc"].strip() or None,
+                     num_nodes=nodes or None)
+    return jobs.table(rebase=True)
+
+
+def _duration(path: Path, line: int, r: dict, start: float, end: float) -> float:
+    if end < start:
+        raise TraceError(f"{path}: line {line}: times out of order: end_time before start_time",
+                         line=line, field="end_time")
+    given = number(path, line, "duration", r["duration"], minimum=0)
+    if abs(given - (end - start)) > TOLERANCE_S:
+        raise TraceError(f"{path}: line {line}: field 'duration': {given:g} s, but end_time - start_time is "
+                         f"{end - start:g} s", line=line, field="duration")
+    return end - start
+
+
+def _blank(value: str) -> bool:
+    return value.strip() in ("", "None", "NaN", "nan")

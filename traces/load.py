@@ -1,0 +1,133 @@
+"""The loading pipeline a trace config drives: read (through the cache) → concatenate →
+transform, with a report of everything that was rejected, dropped or changed.
+
+A trace config (configs/trace/*.yaml) holds ``format``, ``path`` (one or a list),
+``options`` (the reader's, including its further files), ``on_bad_row`` (error | skip),
+``cache`` ({enabled, dir}), ``transforms`` (list of steps, see traces.transform),
+``prefix_ids`` and ``oversize`` (applied by the experiment once the cluster exists).
+"""
+
+from __future__ import annotations
+
+import csv
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Mapping
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+import traces
+from traces import cache, synthetic, transform
+from traces.collect import BadRows, Reject
+from traces.schema import TraceError, validate
+
+REJECTS_FILE = "trace_rejects.csv"
+
+
+@dataclass
+class LoadReport:
+    """What a load did, for the run's metadata (``as_dict``) and its rejects file."""
+
+    name: str
+    format: str
+    on_bad_row: str = "error"
+    sources: list[dict] = field(default_factory=list)
+    dropped: dict[str, int] = field(default_factory=dict)
+    transforms: list[dict] = field(default_factory=list)
+    oversize: dict | None = None
+    jobs: int = 0
+    rejects: list[Reject] = field(default_factory=list)
+
+    def as_dict(self) -> dict:
+        return {"name": self.name, "format": self.format, "on_bad_row": self.on_bad_row, "sources": self.sources,
+                "rejected": len(self.rejects), "rejects_file": REJECTS_FILE if self.rejects else None,
+                "dropped": self.dropped, "transforms": self.transforms, "oversize": self.oversize, "jobs": self.jobs}
+
+    def write_rejects(self, run_dir: str | Path) -> Path | None:
+        """The rejected rows as CSV (source, line, field, reason, raw), if there are any."""
+        if not self.rejects:
+            return None
+        path = Path(run_dir) / REJECTS_FILE
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path, "w", newline="") as f:
+            w = csv.writer(f)
+            w.writerow(["source", "line", "field", "reason", "raw"])
+            for r in self.rejects:
+                w.writerow([r.source, r.line, r.field, r.reason, r.raw])
+        return path
+
+
+def load(cfg: Mapping, seed: int = 0) -> tuple[pa.Table, LoadReport]:
+    """Load the trace a trace config describes; the seed drives random transforms and generators."""
+    from simulator.rng import component_rng
+
+    fmt = _required(cfg, "format")
+    report = LoadReport(name=str(cfg.get("name") or fmt), format=fmt, on_bad_row=cfg.get("on_bad_row") or "error")
+    options = dict(cfg.get("options") or {})
+    if fmt == "synthetic":
+        table = synthetic.generate(component_rng(seed, "trace.synthetic"), **options)
+        report.sources.append({"generator": options.get("generator"), "seed": seed, "jobs": table.num_rows})
+    else:
+        paths = cfg.get("path")
+        paths = list(paths) if isinstance(paths, (list, tuple)) else [paths]
+        if not paths or any(p is None for p in paths):
+            raise TraceError(f"trace {report.name}: no path given")
+        tables = [_read(fmt, p, options, report, cfg.get("cache") or {}) for p in paths]
+        table = _concat(tables, paths, bool(cfg.get("prefix_ids")), report.name)
+    table, report.transforms = transform.apply(table, list(cfg.get("transforms") or []),
+                                               lambda name: component_rng(seed, name))
+    report.jobs = table.num_rows
+    if table.num_rows == 0:
+        raise TraceError(f"trace {report.name}: no jobs left to simulate (see the load report: "
+                         f"{report.as_dict()})")
+    return table, report
+
+
+def _read(fmt: str, path, options: dict, report: LoadReport, cache_cfg: Mapping) -> pa.Table:
+    f = traces.get(fmt)
+    traces.check_options(f, options)
+    p = traces.resolve(path)
+    resolved = traces.resolve_options(f, options)
+    files = {"path": p, **{k: v for k, v in resolved.items() if k in f.files and v is not None}}
+    plain = {k: v for k, v in options.items() if k not in f.files}
+    use_cache = cache_cfg.get("enabled", True)
+    directory = Path(cache_cfg.get("dir") or cache.default_dir()).expanduser()
+    k = cache.key(fmt, f.module, files, plain, report.on_bad_row) if use_cache else None
+    hit = cache.load(directory, k) if use_cache else None
+    if hit is not None:
+        table, bad = hit
+    else:
+        bad = BadRows(report.on_bad_row)
+        table = validate(f.read(p, bad=bad, **resolved), str(p))
+        if use_cache:
+            cache.store(directory, k, table, bad)
+    report.rejects.extend(bad.rejects)
+    for reason, n in bad.dropped.items():
+        report.dropped[reason] = report.dropped.get(reason, 0) + n
+    report.sources.append({"path": str(path), "jobs": table.num_rows, "rejected": len(bad.rejects),
+                           "cache": None if not use_cache else ("hit" if hit is not None else "stored"),
+                           "cache_key": k})
+    return table
+
+
+def _concat(tables: list[pa.Table], paths: list, prefix_ids: bool, name: str) -> pa.Table:
+    if prefix_ids:
+        tables = [t.set_column(0, t.schema.field("job_id"),
+                               pc.binary_join_element_wise(Path(str(p)).stem, t["job_id"], "/"))
+                  for t, p in zip(tables, paths)]
+    if len(tables) == 1:
+        return tables[0]
+    table = pa.concat_tables(tables).combine_chunks()
+    ids = table["job_id"]
+    if pc.count_distinct(ids).as_py() != len(ids):
+        raise TraceError(f"trace {name}: the files share job ids; set prefix_ids: true to prefix each id "
+                         "with its file's name")
+    return validate(table, f"trace {name}")
+
+
+def _required(cfg: Mapping, key: str):
+    value = cfg.get(key)
+    if value in (None, ""):
+        raise TraceError(f"trace config: {key!r} is required")
+    return value
