@@ -10,22 +10,20 @@ import pyarrow.compute as pc
 from omegaconf import DictConfig, OmegaConf
 
 import policies
-import traces
 from simulator import cluster as cluster_mod
 from simulator.engine import Engine
 from simulator.metrics import Recorder, format_summary
-from simulator.overhead import ConstantOverhead
-from simulator.workload import build_jobs
-from traces.schema import validate
+from simulator import overhead as overhead_mod
+from simulator.workload import Assignment, build_jobs
+from traces.load import LoadReport
+from traces.load import load as load_trace_table
+from traces.transform import oversize
 
 
-def load_trace(cfg: DictConfig) -> pa.Table:
-    """The trace group's files, read and concatenated into one validated job table."""
-    paths = cfg.path if OmegaConf.is_list(cfg.path) else [cfg.path]
-    options = OmegaConf.to_container(cfg.options, resolve=True) if cfg.get("options") else {}
-    tables = [traces.read(cfg.format, p, **options) for p in paths]
-    table = tables[0] if len(tables) == 1 else validate(pa.concat_tables(tables), f"trace {cfg.name}")
-    return table
+def load_trace(cfg: DictConfig, seed: int = 0) -> tuple[pa.Table, LoadReport]:
+    """The trace group's job table (read through the cache, concatenated, transformed) and
+    the load report (rejects, drops, transforms) for the run's metadata."""
+    return load_trace_table(OmegaConf.to_container(cfg, resolve=True), seed)
 
 
 def trace_gpu_demand(table: pa.Table) -> tuple[float, float, float]:
@@ -36,26 +34,36 @@ def trace_gpu_demand(table: pa.Table) -> tuple[float, float, float]:
     return (gpu_s / span if span > 0 else 0.0), pc.max(gpus).as_py() or 0.0, gpu_s
 
 
-def build_engine(cfg: DictConfig, table: pa.Table | None = None) -> Engine:
-    table = load_trace(cfg.trace) if table is None else table
+def build_engine(cfg: DictConfig, table: pa.Table | None = None, trace_report: LoadReport | None = None) -> Engine:
+    if table is None:
+        table, trace_report = load_trace(cfg.trace, cfg.get("seed", 0))
     cluster = cluster_mod.from_config(cfg.cluster, trace_gpu_demand(table))
-    jobs = build_jobs(table, f"trace {cfg.trace.name}")
+    table, oversize_record = oversize(table, cluster.capacity, cfg.trace.get("oversize") or "error")
+    if trace_report is not None:
+        trace_report.oversize = oversize_record
+        trace_report.jobs = table.num_rows
+    profile_cfg = cfg.get("profile")
+    assignment = Assignment.from_config(OmegaConf.to_container(profile_cfg, resolve=True) if profile_cfg else None)
+    jobs = build_jobs(table, f"trace {cfg.trace.name}", assignment, cluster, cfg.get("seed", 0))
     params = OmegaConf.to_container(cfg.policy, resolve=True)
     policy = policies.make(params.pop("name"), **params)
-    ov = OmegaConf.to_container(cfg.overhead, resolve=True)
-    ov.pop("name", None)
-    return Engine(jobs, cluster, policy, overhead=ConstantOverhead(**ov), until=cfg.get("until"),
+    ov = overhead_mod.make(OmegaConf.to_container(cfg.overhead, resolve=True),
+                           assignment.zoo.costs_of if assignment else None)
+    return Engine(jobs, cluster, policy, speed=assignment.zoo.speed if assignment else None, overhead=ov,
+                  until=cfg.get("until"),
                   progress=cfg.get("progress"))
 
 
 def run(cfg: DictConfig, run_dir: str | Path) -> tuple[dict, Recorder]:
     """Run the experiment ``cfg`` and write its outputs to ``run_dir``."""
     t0 = time.perf_counter()
-    engine = build_engine(cfg)
+    table, trace_report = load_trace(cfg.trace, cfg.get("seed", 0))
+    engine = build_engine(cfg, table, trace_report)
     recorder = engine.run()
     wall = time.perf_counter() - t0
     meta = {"config": OmegaConf.to_container(cfg, resolve=True), "wall_time_s": wall,
-            "jobs": len(engine.jobs), "nodes": engine.cluster.num_nodes}
+            "jobs": len(engine.jobs), "nodes": engine.cluster.num_nodes, "trace": trace_report.as_dict()}
+    trace_report.write_rejects(run_dir)
     summary = recorder.write(run_dir, meta)
     return summary, recorder
 

@@ -55,6 +55,7 @@ class JobSpec:
     priority: int | None = None
     batch_size: int | None = None
     gpu_type: str | None = None
+    curve: object | None = None   # simulator.convergence.LossCurve: ground truth, noisy epoch losses
 
     @property
     def num_gpus(self) -> float:

@@ -77,6 +77,7 @@ class Recorder:
             "tenant": pa.array(col(lambda s: s.spec.tenant), pa.string()),
             "user": pa.array(col(lambda s: s.spec.user), pa.string()),
             "model": pa.array(col(lambda s: s.spec.model), pa.string()),
+            "profile": pa.array(col(lambda s: s.spec.profile), pa.string()),
             "num_gpus": pa.array(col(lambda s: s.spec.num_gpus), pa.float64()),
             "trace_duration": pa.array(col(lambda s: s.spec.duration), pa.float64()),
             "submit_time": pa.array(submit, pa.float64()),

@@ -1,10 +1,31 @@
-"""Throughput models: iterations per second of a job on a given allocation."""
+"""Throughput models: iterations per second of a job on a given allocation.
+
+The engine holds one ``SpeedModel`` and calls ``rate(spec, alloc, cluster)`` at every change.
+``ProfileSpeed`` dispatches each job to its profile's model (cached per profile, task counts
+and nodes spanned); ``LinearSpeed`` is the placement-blind model used without profiles.
+
+The estimators follow scikit-learn's shape: ``fit(samples)`` with samples ``[(x, rate), ...]``,
+``predict(X)`` and ``mape(samples)``; ``holdout_mape`` reports the error on held-out points.
+- ``OptimusSpeed``: Optimus Eq. 3 (async) and Eq. 4 (sync) in PS count p and workers w.
+- ``DLRoverSpeed``: DLRover-RM Eqs. 1-6 in workers, PS and CPU per task.
+- ``AllReduceSpeed``: data-parallel ring all-reduce in GPUs and nodes spanned.
+- ``TableSpeed``: interpolation of measured points.
+All three parametric models are linear in their non-negative coefficients once written as
+time per iteration, and are fitted with ``scipy.optimize.nnls`` on that form, rows weighted
+by 1/time so that the fit minimises relative error (docs/models/speed.md).
+"""
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import Protocol, Sequence
 
-from simulator.job import Allocation, JobSpec, task_counts
+import numpy as np
+from scipy.interpolate import LinearNDInterpolator, NearestNDInterpolator
+from scipy.optimize import nnls
+
+from simulator.job import Allocation, JobSpec, nodes_of, task_counts
+
+Sample = tuple[tuple, float]
 
 
 class SpeedModel(Protocol):
@@ -32,3 +53,235 @@ class LinearSpeed:
         if n == 0:
             return 0.0
         return spec.total_work / spec.duration * n / spec.role(role).count
+
+
+# ---------------------------------------------------------------------------- fitted estimators
+class _Linearised:
+    """A model whose time per iteration is ``design(x) @ theta`` with ``theta >= 0``."""
+
+    theta: np.ndarray | None = None
+    n_coef: int = 0
+
+    def design(self, x: tuple) -> np.ndarray:
+        raise NotImplementedError
+
+    def rate_from_time(self, x: tuple, t: float) -> float:
+        return 1.0 / t
+
+    def time_from_rate(self, x: tuple, rate: float) -> float:
+        return 1.0 / rate
+
+    def fit(self, samples: Sequence[Sample], min_samples: int | None = None) -> "_Linearised":
+        """NNLS fit; fewer samples than coefficients only when ``min_samples`` allows it (the
+        solution then reproduces the samples with NNLS's sparse split of the terms)."""
+        samples = _checked(samples, self, min_samples)
+        a = np.array([self.design(tuple(x)) for x, _ in samples], dtype=np.float64)
+        y = np.array([self.time_from_rate(tuple(x), r) for x, r in samples], dtype=np.float64)
+        w = 1.0 / y   # relative error in time per iteration
+        self.theta, _ = nnls(a * w[:, None], y * w)
+        return self
+
+    def predict(self, xs) -> np.ndarray:
+        if self.theta is None:
+            raise RuntimeError(f"{type(self).__name__} is not fitted")
+        xs = _as_rows(xs)
+        t = np.array([self.design(x) @ self.theta for x in xs])
+        with np.errstate(divide="ignore"):
+            return np.array([self.rate_from_time(x, ti) if ti > 0 else np.inf for x, ti in zip(xs, t)])
+
+    def mape(self, samples: Sequence[Sample]) -> float:
+        return mape(self, samples)
+
+
+class OptimusSpeed(_Linearised):
+    """Optimus §3.2 (seed 004). x = (p, w).
+
+    async (Eq. 3): ``f = w / (θ0 + θ1·w/p + θ2·w + θ3·p)``  (steps of all workers per second)
+    sync  (Eq. 4): ``f = 1 / (θ0·M/w + θ1 + θ2·w/p + θ3·w + θ4·p)``  (global batch M fixed)
+    """
+
+    def __init__(self, mode: str = "sync", batch: float = 1.0, theta: Sequence[float] | None = None):
+        if mode not in ("sync", "async"):
+            raise ValueError(f"Optimus speed mode must be 'sync' or 'async', got {mode!r}")
+        self.mode, self.batch = mode, float(batch)
+        self.n_coef = 5 if mode == "sync" else 4
+        self.theta = None if theta is None else _coefficients(theta, self.n_coef, "Optimus theta")
+
+    def design(self, x):
+        p, w = float(x[0]), float(x[1])
+        if self.mode == "sync":
+            return np.array([self.batch / w, 1.0, w / p, w, p])
+        return np.array([1.0, w / p, w, p])
+
+    def rate_from_time(self, x, t):
+        return (float(x[1]) if self.mode == "async" else 1.0) / t
+
+    def time_from_rate(self, x, rate):
+        return (float(x[1]) if self.mode == "async" else 1.0) / rate
+
+
+class DLRoverSpeed(_Linearised):
+    """DLRover-RM §4.1 (seed 002), Eqs. 1-6, with m, D, M and B fixed for a job. x = (w, p, λw, λp).
+
+    ``T_iter = a1/λw + a2·w/(p·λp) + a3·w/p + a4/p + b0`` and throughput ``w / T_iter`` steps/s,
+    where a1 = α_grad·m (Eq. 2), a2 = α_upd (Eq. 3), a3 = α_sync·M/B (Eq. 4), a4 = α_emb·m·D
+    (Eq. 5) and b0 the sum of the β (not separately identifiable). A worker uses at most
+    ``worker_cpu_cap`` cores (DLRover §4.1's ŵ: CPU beyond what a worker needs is idle).
+    """
+
+    n_coef = 5
+
+    def __init__(self, theta: Sequence[float] | None = None, worker_cpu_cap: float = float("inf")):
+        self.worker_cpu_cap = float(worker_cpu_cap)
+        self.theta = None if theta is None else _coefficients(theta, 5, "DLRover-RM coefficients")
+
+    def design(self, x):
+        w, p, lw, lp = (float(v) for v in x)
+        lw = min(lw, self.worker_cpu_cap)
+        return np.array([1.0 / lw, w / (p * lp), w / p, 1.0 / p, 1.0])
+
+    def rate_from_time(self, x, t):
+        return float(x[0]) / t
+
+    def time_from_rate(self, x, rate):
+        return float(x[0]) / rate
+
+
+class AllReduceSpeed(_Linearised):
+    """Synchronous data parallelism with ring all-reduce, global batch fixed. x = (n, nodes, batch).
+
+    ``t = c·B/n + f + s·(n-1) + 2(n-1)/n · (a_intra + [nodes > 1]·a_extra)``: compute on
+    the per-GPU share of the batch, a fixed per-iteration cost, a latency per ring step and the
+    gradient exchange, bounded by the slowest link the ring crosses: inter-node links cost
+    ``a_extra`` more (EDL §6: spreading a job over machines slows it, VGG 0.83x, ResNet152
+    0.97x). θ = (c, f, s, a_intra, a_extra), all >= 0, so a spread job is never faster.
+    """
+
+    n_coef = 5
+
+    def __init__(self, theta: Sequence[float] | None = None):
+        self.theta = None if theta is None else _coefficients(theta, 5, "all-reduce coefficients")
+
+    def design(self, x):
+        n, nodes, batch = float(x[0]), int(x[1]), float(x[2])
+        ring = 2.0 * (n - 1.0) / n
+        return np.array([batch / n, 1.0, n - 1.0, ring, ring if nodes > 1 else 0.0])
+
+    def spread_ratio(self, n: int, nodes: int, batch: float) -> float:
+        """Speed spread over ``nodes`` nodes relative to all ``n`` GPUs on one node."""
+        packed, spread = self.predict([(n, 1, batch), (n, nodes, batch)])
+        return float(spread / packed)
+
+
+class TableSpeed:
+    """Measured throughput points, interpolated. x is a tuple of numbers (e.g. (gpus,) or (p, w)).
+
+    One dimension: piecewise-linear in x, held flat beyond the measured range. More: linear
+    inside the convex hull of the points, nearest point outside it (extrapolating a measured
+    grid is not trusted; Optimus notes §6 #14).
+    """
+
+    def __init__(self, points: dict | None = None):
+        self._interp = None
+        if points:
+            self.fit(list(points.items()))
+
+    def fit(self, samples: Sequence[Sample]) -> "TableSpeed":
+        samples = _checked(samples, self)
+        acc: dict[tuple, list[float]] = {}
+        for x, r in samples:
+            acc.setdefault(tuple(float(v) for v in _as_tuple(x)), []).append(r)
+        keys = sorted(acc)
+        self.keys = np.array(keys, dtype=np.float64)
+        self.values = np.array([np.mean(acc[k]) for k in keys])
+        if self.keys.shape[1] == 1:
+            self._interp = None
+        elif len(keys) > self.keys.shape[1]:
+            self._interp = (LinearNDInterpolator(self.keys, self.values), NearestNDInterpolator(self.keys, self.values))
+        else:
+            self._interp = (None, NearestNDInterpolator(self.keys, self.values))
+        return self
+
+    def predict(self, xs) -> np.ndarray:
+        if not hasattr(self, "keys"):
+            raise RuntimeError("TableSpeed has no points")
+        pts = np.array([[float(v) for v in x] for x in _as_rows(xs)])
+        if self.keys.shape[1] == 1:
+            return np.interp(pts[:, 0], self.keys[:, 0], self.values)
+        lin, near = self._interp
+        out = lin(pts) if lin is not None else np.full(len(pts), np.nan)
+        miss = np.isnan(out)
+        if miss.any():
+            out[miss] = near(pts[miss])
+        return out
+
+    def mape(self, samples: Sequence[Sample]) -> float:
+        return mape(self, samples)
+
+
+# ---------------------------------------------------------------------------- fit error
+def mape(model, samples: Sequence[Sample]) -> float:
+    """Mean absolute percentage error of ``model`` on ``samples``, as a fraction."""
+    xs = [tuple(_as_tuple(x)) for x, _ in samples]
+    y = np.array([r for _, r in samples], dtype=np.float64)
+    return float(np.mean(np.abs(model.predict(xs) - y) / y))
+
+
+def holdout_mape(model, samples: Sequence[Sample], test_fraction: float = 0.3, seed: int = 0) -> float:
+    """Fit ``model`` on a seeded random part of ``samples``, return its MAPE on the rest."""
+    samples = list(samples)
+    idx = np.random.default_rng(seed).permutation(len(samples))
+    n_test = max(1, int(round(test_fraction * len(samples))))
+    test = [samples[i] for i in idx[:n_test]]
+    model.fit([samples[i] for i in idx[n_test:]])
+    return mape(model, test)
+
+
+def _checked(samples, model, min_samples: int | None = None) -> list[Sample]:
+    samples = [(tuple(_as_tuple(x)), float(r)) for x, r in samples]
+    bad = [s for s in samples if not (np.isfinite(s[1]) and s[1] > 0)]
+    if bad:
+        raise ValueError(f"{type(model).__name__}.fit: rates must be finite and > 0, got {bad[0]}")
+    n = getattr(model, "n_coef", 0) if min_samples is None else min_samples
+    if len(samples) < max(n, 1):
+        raise ValueError(f"{type(model).__name__}.fit needs at least {max(n, 1)} samples, got {len(samples)}")
+    return samples
+
+
+def _as_tuple(x) -> tuple:
+    return tuple(x) if isinstance(x, (tuple, list, np.ndarray)) else (x,)
+
+
+def _as_rows(xs) -> list[tuple]:
+    if isinstance(xs, tuple) or (isinstance(xs, (list, np.ndarray)) and len(xs) and np.isscalar(xs[0])):
+        return [_as_tuple(xs)]
+    return [_as_tuple(x) for x in xs]
+
+
+def _coefficients(theta, n: int, what: str) -> np.ndarray:
+    t = np.asarray(theta, dtype=np.float64)
+    if t.shape != (n,) or (t < 0).any() or not np.isfinite(t).all():
+        raise ValueError(f"{what}: need {n} finite numbers >= 0, got {list(theta)!r}")
+    return t
+
+
+# ---------------------------------------------------------------------------- the engine's model
+class ProfileSpeed:
+    """The engine's speed model: each job runs at its profile's rate (``spec.profile``).
+
+    A GPU profile sees (worker tasks, nodes spanned, batch); a PS profile sees (PS tasks,
+    worker tasks) and, for DLRover-RM models, the CPU of each task. Rates are cached per
+    (profile, batch, roles, task counts, nodes spanned), so the hot path is one dict lookup.
+    """
+
+    def __init__(self, zoo):
+        self.zoo = zoo
+        self._cache: dict = {}
+
+    def rate(self, spec: JobSpec, alloc: Allocation, cluster=None) -> float:
+        counts = task_counts(alloc)
+        key = (spec.profile, spec.batch_size, spec.roles, tuple(sorted(counts.items())), len(nodes_of(alloc)))
+        r = self._cache.get(key)
+        if r is None:
+            r = self._cache[key] = self.zoo.profile(spec.profile).rate(spec, counts, key[4])
+        return r

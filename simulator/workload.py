@@ -1,37 +1,151 @@
 """From the canonical job table to JobSpecs the engine runs.
 
-A job's work is its trace's iteration count where the trace gives one, else its recorded
-duration (one unit of work per second at the requested allocation). With the default
-speed model a job run alone at its requested allocation finishes in exactly its recorded
-duration.
+Without a profile zoo a job's work is its trace's iteration count where the trace gives one,
+else its recorded duration, and the placement-blind ``LinearSpeed`` runs it.
+
+With a zoo (``Assignment``), each job gets a profile: the one its trace's model name refers
+to (within the job's family: ``ps`` if it has a ``ps`` role, else ``gpu``), otherwise one
+drawn uniformly from the family's pool with the run's ``workload`` random stream (EDL §6.3 and
+Tiresias draw the model of a trace job uniformly from the TensorFlow benchmark models; Optimus
+§6.1 uniformly from its Table 1). Its work is then ``duration × rate`` at the requested task
+counts placed packed (fewest nodes, largest nodes first), so that the job run alone on an
+empty cluster, where a packing placement puts it, takes exactly its recorded duration. A job
+with iterations but no duration (Gavel, Pollux) keeps its iterations and gets the duration
+its profile's speed gives. docs/models/workload.md has the details.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field, replace
+
+import numpy as np
 import pyarrow as pa
 
+from simulator.cluster import tasks_per_node
 from simulator.job import JobSpec, RoleSpec
+from simulator.rng import component_rng
 from traces.schema import TraceError
 
+COLUMNS = ["job_id", "submit_time", "duration", "iterations", "roles", "tenant", "user", "model",
+           "deadline", "priority", "batch_size", "gpu_type"]
 
-def build_jobs(table: pa.Table, source: str = "trace") -> list[JobSpec]:
-    cols = table.select(["job_id", "submit_time", "duration", "iterations", "roles", "tenant", "user", "model",
-                         "deadline", "priority", "batch_size", "gpu_type"]).to_pydict()
+
+@dataclass
+class Assignment:
+    """How trace jobs get profiles (configs/profile/<name>.yaml)."""
+
+    zoo: object                                   # simulator.profiles.Zoo
+    pool: dict[str, list[str]] = field(default_factory=dict)   # family -> profile names
+    unknown: str = "random"                       # a model name without a profile: random | error
+    convergence: dict | None = None               # simulator.convergence.assign options
+
+    def __post_init__(self):
+        if self.unknown not in ("random", "error"):
+            raise ValueError(f"profile.unknown must be 'random' or 'error', got {self.unknown!r}")
+        for family, names in self.pool.items():
+            for n in names:
+                if self.zoo.profile(n).family != family:
+                    raise ValueError(f"profile.pool.{family}: {n!r} is a {self.zoo.profile(n).family} profile")
+
+    @classmethod
+    def from_config(cls, cfg: dict | None) -> "Assignment | None":
+        """``None`` for the ``linear`` profile config (no zoo)."""
+        cfg = dict(cfg or {})
+        if not cfg.get("zoo", False):
+            return None
+        from simulator import profiles
+        zoo = profiles.load(cfg.get("files"))
+        pool = {k: list(v) for k, v in (cfg.get("pool") or {}).items()}
+        for family in ("gpu", "ps"):
+            pool.setdefault(family, zoo.names(family))
+        return cls(zoo, pool, cfg.get("unknown", "random"), cfg.get("convergence"))
+
+
+def build_jobs(table: pa.Table, source: str = "trace", assignment: Assignment | None = None,
+               cluster=None, seed: int = 0) -> list[JobSpec]:
+    cols = table.select(COLUMNS).to_pydict()
     interned: dict[tuple, tuple[RoleSpec, ...]] = {}
+    rng = component_rng(seed, "workload") if assignment else None
+    rates: dict = {}   # (profile, batch, roles) -> rate at the requested allocation, placed packed
     jobs = []
     for i, job_id in enumerate(cols["job_id"]):
-        duration = cols["duration"][i]
-        if duration is None:
-            raise TraceError(f"{source}: row {i} (job {job_id!r}): no duration, and no speed profile to turn "
-                             "its iterations into time")
         key = tuple(tuple(r.values()) for r in cols["roles"][i])
         roles = interned.get(key)
         if roles is None:
             roles = interned[key] = tuple(RoleSpec(**r) for r in cols["roles"][i])
-        jobs.append(JobSpec(
+        duration, iterations, model = cols["duration"][i], cols["iterations"][i], cols["model"][i]
+        spec = JobSpec(
             index=i, job_id=job_id, submit_time=cols["submit_time"][i], roles=roles,
-            total_work=cols["iterations"][i] or duration, duration=duration,
-            tenant=cols["tenant"][i], user=cols["user"][i], model=cols["model"][i], profile=cols["model"][i],
+            total_work=iterations or duration or 0.0, duration=duration,
+            tenant=cols["tenant"][i], user=cols["user"][i], model=model, profile=model,
             deadline=cols["deadline"][i], priority=cols["priority"][i], batch_size=cols["batch_size"][i],
-            gpu_type=cols["gpu_type"][i]))
+            gpu_type=cols["gpu_type"][i])
+        where = f"{source}: row {i} (job {job_id!r})"
+        if assignment is None:
+            if duration is None:
+                raise TraceError(f"{where}: no duration, and no speed profile to turn its iterations into time")
+        else:
+            spec = _with_profile(spec, assignment, rng, cluster, rates, where)
+        jobs.append(spec)
+    if assignment and assignment.convergence and assignment.convergence.get("enabled"):
+        from simulator.convergence import assign_curves
+        jobs = assign_curves(jobs, assignment, component_rng(seed, "convergence"))
     return jobs
+
+
+def family_of(roles) -> str:
+    return "ps" if any(r.name == "ps" for r in roles) else "gpu"
+
+
+def _with_profile(spec: JobSpec, a: Assignment, rng, cluster, rates: dict, where: str) -> JobSpec:
+    family = family_of(spec.roles)
+    prof = a.zoo.match(spec.model, family)
+    if prof is None:
+        if spec.model and a.unknown == "error":
+            raise TraceError(f"{where}: model {spec.model!r} has no {family} profile; known: "
+                             f"{', '.join(a.zoo.names(family))}")
+        pool = a.pool.get(family) or []
+        if not pool:
+            raise TraceError(f"{where}: no {family} profile to draw from (profile.pool.{family} is empty)")
+        prof = a.zoo.profile(pool[int(rng.integers(len(pool)))])
+    key = (prof.name, spec.batch_size, spec.roles)
+    rate = rates.get(key)
+    if rate is None:
+        rate = rates[key] = a.zoo.speed.rate(replace(spec, profile=prof.name), packed(spec, cluster), cluster)
+    if not rate > 0:
+        raise TraceError(f"{where}: profile {prof.name!r} gives no speed at the requested allocation "
+                         f"{spec.requested_counts()}")
+    if spec.duration is not None:
+        return replace(spec, profile=prof.name, total_work=spec.duration * rate)
+    if spec.total_work > 0:
+        return replace(spec, profile=prof.name, duration=spec.total_work / rate)
+    raise TraceError(f"{where}: neither a duration nor iterations to size the job")
+
+
+def packed(spec: JobSpec, cluster) -> dict:
+    """The requested task counts on the fewest nodes of an empty ``cluster`` (largest first).
+
+    Tasks that do not fit the whole cluster go on further, notional nodes (the engine rejects
+    such jobs itself); without a cluster everything sits on one node.
+    """
+    if cluster is None:
+        return {r.name: {0: r.count} for r in spec.roles}
+    free = np.array(cluster.capacity, dtype=np.float64)
+    alloc, extra = {}, len(free)
+    for r in spec.roles:
+        fit = tasks_per_node(free, r.demand)
+        placed, need = {}, r.count
+        for node in np.argsort(-fit, kind="stable"):
+            if need == 0 or fit[node] <= 0:
+                break
+            t = int(min(fit[node], need))
+            placed[int(node)] = t
+            free[node] -= t * np.asarray(r.demand)
+            need -= t
+        per = max(int(fit.max()), 1) if len(fit) else 1
+        while need > 0:
+            placed[extra] = min(per, need)
+            need -= placed[extra]
+            extra += 1
+        alloc[r.name] = placed
+    return alloc

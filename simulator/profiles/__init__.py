@@ -1,0 +1,260 @@
+"""The model zoo: one profile per model, loaded from the YAML files beside this module.
+
+A profile gives a model's family (``gpu``: data-parallel all-reduce; ``ps``: parameter
+servers), default global batch, speed model, per-task demands, reconfiguration costs and
+convergence curve. Every number in the YAML files cites its source there; parametric speed
+models are fitted to the measured points at load time (docs/models/profiles.md).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from simulator.job import JobSpec
+from simulator.overhead import DEFAULT_COSTS, ModelCosts
+from simulator.speed import AllReduceSpeed, DLRoverSpeed, ProfileSpeed, TableSpeed, scaling_role
+
+HERE = Path(__file__).parent
+FAMILIES = ("gpu", "ps")
+SPEED_KINDS = ("allreduce", "table", "dlrover")
+
+
+class ProfileError(ValueError):
+    """A bad profile file: the message names the file, the profile and the key."""
+
+
+def normalise(name: str) -> str:
+    """Model names as traces spell them ("ResNet-50 (batch size 64)") -> lookup key ("resnet50")."""
+    return re.sub(r"[^a-z0-9]", "", re.sub(r"\(.*?\)", "", name.lower()))
+
+
+@dataclass
+class Profile:
+    name: str
+    family: str
+    batch_size: float
+    speed_kind: str
+    costs: ModelCosts = DEFAULT_COSTS
+    tasks: dict = field(default_factory=dict)          # role -> {cpu, mem, gpu}
+    convergence: dict | None = None                    # {b0, b1, b2}
+    aliases: tuple[str, ...] = ()
+    model: object = None                               # AllReduceSpeed | DLRoverSpeed | TableSpeed
+    tables: dict = field(default_factory=dict)         # batch -> TableSpeed over (gpus,) (gpu tables)
+    gpus_per_node: int = 8                             # of the testbed a table was measured on
+    source: str = ""
+
+    def rate(self, spec: JobSpec, counts: dict[str, int], nodes: int) -> float:
+        """Iterations/s with ``counts`` tasks per role spread over ``nodes`` nodes."""
+        batch = float(spec.batch_size or self.batch_size)
+        if self.family == "ps":
+            p, w = counts.get("ps", 0), counts.get("worker", 0)
+            if p == 0 or w == 0:
+                return 0.0
+            if self.speed_kind == "dlrover":
+                return float(self.model.predict((w, p, self._cpu(spec, "worker"), self._cpu(spec, "ps")))[0])
+            return float(self.model.predict((p, w))[0]) / self.batch_size   # grid in samples/s
+        n = counts.get(scaling_role(spec), 0)
+        if n == 0:
+            return 0.0
+        if self.speed_kind == "allreduce":
+            return float(self.model.predict((n, nodes, batch))[0])
+        row = min(self.tables, key=lambda b: (abs(math.log(b / batch)), b))
+        return float(self.tables[row].predict((n,))[0]) * row / batch   # same samples/s at another batch
+
+    def _cpu(self, spec: JobSpec, role: str) -> float:
+        try:
+            cpu = spec.role(role).cpu
+        except KeyError:
+            cpu = 0.0
+        return cpu if cpu > 0 else float(self.tasks.get(role, {}).get("cpu", 1.0))
+
+
+class Zoo:
+    """All profiles, by name; matches trace model names to profiles of a family."""
+
+    def __init__(self, profiles: dict[str, Profile]):
+        self.profiles = profiles
+        self._by_alias: dict[tuple[str, str], Profile] = {}
+        for p in profiles.values():
+            for key in (p.name, *p.aliases):
+                self._by_alias.setdefault((normalise(key), p.family), p)
+        self.speed = ProfileSpeed(self)
+        self._costs: dict[str | None, ModelCosts] = {}
+
+    def profile(self, name: str) -> Profile:
+        try:
+            return self.profiles[name]
+        except KeyError:
+            raise KeyError(f"no profile {name!r}; known: {', '.join(sorted(self.profiles))}") from None
+
+    def match(self, model: str | None, family: str) -> Profile | None:
+        """The profile of family ``family`` a trace's model name refers to, if any."""
+        return self._by_alias.get((normalise(model), family)) if model else None
+
+    def names(self, family: str | None = None) -> list[str]:
+        return sorted(n for n, p in self.profiles.items() if family in (None, p.family))
+
+    def costs_of(self, spec: JobSpec) -> ModelCosts:
+        """Per-model reconfiguration costs (the defaults for a job without a known profile)."""
+        c = self._costs.get(spec.profile)
+        if c is None:
+            p = self.profiles.get(spec.profile) if spec.profile else None
+            c = self._costs[spec.profile] = p.costs if p else DEFAULT_COSTS
+        return c
+
+
+def load(files: list[str | Path] | None = None) -> Zoo:
+    """Load the zoo from ``files`` (default: every YAML file beside this module)."""
+    paths = [Path(f) for f in files] if files else sorted(HERE.glob("*.yaml"))
+    raw: dict[str, tuple[Path, dict]] = {}
+    for path in paths:
+        try:
+            data = yaml.safe_load(path.read_text()) or {}
+        except (OSError, yaml.YAMLError) as e:
+            raise ProfileError(f"{path}: cannot read profiles: {e}") from None
+        if not isinstance(data, dict):
+            raise ProfileError(f"{path}: expected a mapping of profile name -> profile")
+        for name, body in data.items():
+            if name in raw:
+                raise ProfileError(f"{path}: profile {name!r} is also defined in {raw[name][0]}")
+            if not isinstance(body, dict):
+                raise ProfileError(f"{path}: profile {name!r} must be a mapping")
+            raw[name] = (path, body)
+    built: dict[str, Profile] = {}
+    for name in raw:
+        _build(name, raw, built, ())
+    return Zoo(built)
+
+
+# ---------------------------------------------------------------------------- building profiles
+def _build(name: str, raw: dict, built: dict, chain: tuple) -> Profile:
+    if name in built:
+        return built[name]
+    if name in chain:
+        raise ProfileError(f"{raw[name][0]}: profiles derive from each other in a loop: "
+                           f"{' -> '.join((*chain, name))}")
+    path, body = raw[name]
+    where = f"{path}: profile {name!r}"
+    family = body.get("family")
+    if family not in FAMILIES:
+        raise ProfileError(f"{where}: family must be one of {FAMILIES}, got {family!r}")
+    batch = body.get("batch_size")
+    if not isinstance(batch, (int, float)) or batch <= 0:
+        raise ProfileError(f"{where}: batch_size must be a number > 0, got {batch!r}")
+    speed = body.get("speed")
+    if not isinstance(speed, dict) or speed.get("kind") not in SPEED_KINDS:
+        raise ProfileError(f"{where}: speed.kind must be one of {SPEED_KINDS}")
+    try:
+        costs = ModelCosts.from_dict(body.get("overhead"), where)
+    except ValueError as e:
+        raise ProfileError(str(e)) from None
+    prof = Profile(name=name, family=family, batch_size=float(batch), speed_kind=speed["kind"], costs=costs,
+                   tasks=body.get("tasks") or {}, convergence=_convergence(body.get("convergence"), where),
+                   aliases=tuple(body.get("aliases") or ()), source=str(path.name))
+    kind = speed["kind"]
+    if kind == "dlrover":
+        prof.model = _dlrover(speed, where)
+    elif family == "ps":
+        prof.model = _grid(speed, where)
+    else:
+        prof.gpus_per_node = int((speed.get("fit") or {}).get("gpus_per_node", 8))
+        prof.tables = _gpu_tables(speed.get("table"), where) if speed.get("table") else {}
+        if kind == "table":
+            if not prof.tables:
+                raise ProfileError(f"{where}: speed.kind table needs speed.table")
+        else:
+            prof.model = _allreduce(speed, prof, raw, built, chain + (name,), where)
+    built[name] = prof
+    return prof
+
+
+def _convergence(c, where) -> dict | None:
+    if c is None:
+        return None
+    if not isinstance(c, dict) or set(c) != {"b0", "b1", "b2"} or any(
+            not isinstance(v, (int, float)) or v < 0 for v in c.values()):
+        raise ProfileError(f"{where}: convergence needs b0, b1, b2 >= 0, got {c!r}")
+    return {k: float(v) for k, v in c.items()}
+
+
+def _gpu_tables(table, where) -> dict[float, TableSpeed]:
+    gpus = table.get("gpus") if isinstance(table, dict) else None
+    rows = table.get("batch") if isinstance(table, dict) else None
+    if not gpus or not isinstance(rows, dict):
+        raise ProfileError(f"{where}: speed.table needs gpus and batch rows")
+    out = {}
+    for b, values in rows.items():
+        if not isinstance(values, list) or len(values) != len(gpus):
+            raise ProfileError(f"{where}: speed.table.batch.{b} needs {len(gpus)} values (one per GPU count)")
+        pts = {(float(n),): float(v) for n, v in zip(gpus, values) if v is not None and math.isfinite(v) and v > 0}
+        if not pts:
+            raise ProfileError(f"{where}: speed.table.batch.{b} has no measured value")
+        out[float(b)] = TableSpeed(pts)
+    return out
+
+
+def _grid(speed, where) -> TableSpeed:
+    g = speed.get("grid")
+    try:
+        ps, ws, values = g["p"], g["w"], g["samples_per_s"]
+        pts = {(float(p), float(w)): float(values[i][j]) for i, p in enumerate(ps) for j, w in enumerate(ws)
+               if values[i][j] is not None and values[i][j] > 0}
+    except (TypeError, KeyError, IndexError):
+        raise ProfileError(f"{where}: speed.grid needs p, w and a p x w samples_per_s matrix") from None
+    return TableSpeed(pts)
+
+
+def _dlrover(speed, where) -> DLRoverSpeed:
+    pts = speed.get("points")
+    if not isinstance(pts, list) or not pts or any(not isinstance(r, list) or len(r) != 5 for r in pts):
+        raise ProfileError(f"{where}: speed.points must be rows [workers, PS, worker CPU, PS CPU, steps/s]")
+    model = DLRoverSpeed(worker_cpu_cap=float(speed.get("worker_cpu_cap", math.inf)))
+    return model.fit([(tuple(r[:4]), r[4]) for r in pts], min_samples=1)   # as few points as published
+
+
+def _allreduce(speed, prof: Profile, raw, built, chain, where) -> AllReduceSpeed:
+    derive = speed.get("derive")
+    if derive:
+        base_name = derive.get("from")
+        if base_name not in raw:
+            raise ProfileError(f"{where}: speed.derive.from names no profile ({base_name!r})")
+        base = _build(base_name, raw, built, chain)
+        bspeed = raw[base_name][1]["speed"]
+        try:
+            fl, mb = float(derive["flops"]) / float(bspeed["flops"]), float(derive["size_mb"]) / float(bspeed["size_mb"])
+        except (KeyError, TypeError):
+            raise ProfileError(f"{where}: speed.derive needs flops and size_mb, and {base_name!r} its own") from None
+        c, f, s, ai, ae = base.model.theta
+        prof.gpus_per_node = base.gpus_per_node
+        model = AllReduceSpeed([c * fl, f, s, ai * mb, ae * mb])
+    elif prof.tables:
+        samples = [((n[0], math.ceil(n[0] / prof.gpus_per_node), b), v)
+                   for b, t in prof.tables.items() for n, v in zip(t.keys, t.values)]
+        model = AllReduceSpeed().fit(samples)
+    elif "theta" in speed:
+        model = AllReduceSpeed(speed["theta"])
+    else:
+        raise ProfileError(f"{where}: an allreduce speed needs a table to fit, theta, or derive")
+    spread = speed.get("spread")
+    if spread:
+        model = _calibrate_spread(model, spread, prof.batch_size, where)
+    return model
+
+
+def _calibrate_spread(model: AllReduceSpeed, spread: dict, batch: float, where) -> AllReduceSpeed:
+    """Set a_extra so that ``gpus`` GPUs over ``nodes`` nodes run at ``ratio`` x one node."""
+    try:
+        n, nodes, ratio = int(spread["gpus"]), int(spread["nodes"]), float(spread["ratio"])
+    except (KeyError, TypeError, ValueError):
+        raise ProfileError(f"{where}: speed.spread needs gpus, nodes and ratio") from None
+    if not (0 < ratio <= 1 and n > 1 and nodes > 1):
+        raise ProfileError(f"{where}: speed.spread needs 0 < ratio <= 1, gpus > 1, nodes > 1")
+    theta = model.theta.copy()
+    packed = 1.0 / float(AllReduceSpeed(theta).predict((n, 1, batch))[0])
+    theta[4] = packed * (1.0 / ratio - 1.0) / (2.0 * (n - 1) / n)
+    return AllReduceSpeed(theta)

@@ -1,0 +1,142 @@
+"""Reconfiguration costs: each mechanism's numbers, the presets, and lost time in the outputs."""
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from policies.base import Decision, Policy
+from simulator import profiles
+from simulator.engine import Engine
+from simulator.job import JobSpec, RoleSpec
+from simulator.overhead import (Change, ConstantOverhead, ElasticFlowOverhead, MechanismOverhead, ModelCosts,
+                                Transition, make)
+from tests.factories import cluster, gpu_job, jobs
+
+ZOO = profiles.load()
+CONFIGS = Path(__file__).parents[2] / "configs" / "overhead"
+
+
+def spec_of(profile: str, gpus: int = 4) -> JobSpec:
+    return gpu_job("j", 0.0, gpus, 100.0, min_gpus=1, max_gpus=16, profile=profile)
+
+
+def lost_by_running_workers(tr: Transition, old_rate: float, new_rate: float) -> float:
+    """Iterations the old workers did not do during the transition (engine semantics)."""
+    return tr.pause_s * old_rate + tr.prepare_s * (old_rate - min(old_rate, new_rate))
+
+
+@pytest.mark.parametrize("name", ZOO.names())
+def test_stop_free_scale_out_costs_running_workers_less_than_stop_resume(name):
+    prof = ZOO.profile(name)
+    spec = spec_of(name)
+    if prof.family == "ps":
+        spec = JobSpec(0, "j", 0.0, (RoleSpec("ps", 2, 0, 4, 8, 1, 8), RoleSpec("worker", 4, 0, 4, 8, 1, 16)), 100.0,
+                       100.0, profile=name)
+        old, new = {"ps": {0: 2}, "worker": {0: 4}}, {"ps": {0: 2}, "worker": {0: 4, 1: 2}}
+    else:
+        old, new = {"worker": {0: 4}}, {"worker": {0: 4, 1: 1}}
+    r_old = ZOO.speed.rate(spec, old, None)
+    r_new = ZOO.speed.rate(spec, new, None)
+    free = MechanismOverhead("stop_free", ZOO.costs_of).transition(spec, Change.SCALE_OUT, old, new)
+    resume = MechanismOverhead("stop_resume", ZOO.costs_of).transition(spec, Change.SCALE_OUT, old, new)
+    assert free.pause_s < resume.pause_s
+    assert lost_by_running_workers(free, r_old, r_new) < lost_by_running_workers(resume, r_old, r_new)
+
+
+def test_edl_table_2_and_3_numbers_per_model():
+    tr = MechanismOverhead("stop_free", ZOO.costs_of).transition(spec_of("resnet152"), Change.SCALE_OUT,
+                                                                 {"worker": {0: 4}}, {"worker": {0: 5}})
+    assert (tr.prepare_s + tr.pause_s, tr.pause_s) == pytest.approx((36.0, 1.8))          # Table 3 / Table 2
+    sr = MechanismOverhead("stop_resume", ZOO.costs_of)
+    assert sr.transition(spec_of("vgg16"), Change.SCALE_IN, {"worker": {0: 5}}, {"worker": {0: 4}}).pause_s == 35.0
+    assert sr.transition(spec_of("alexnet"), Change.RESUME, {}, {"worker": {0: 4}}).pause_s == 30.0
+    graceful = MechanismOverhead("stop_free", ZOO.costs_of).transition(
+        spec_of("vgg16"), Change.SCALE_IN, {"worker": {0: 5}}, {"worker": {0: 4}})
+    assert graceful == Transition(prepare_s=0.5)   # scale-in: remaining workers never stop
+
+
+def test_sidecar_restarts_the_process_in_place_and_the_pod_across_hosts():
+    m = MechanismOverhead("sidecar")
+    s = spec_of("resnet50")
+    assert m.transition(s, Change.SCALE_IN, {"worker": {0: 4}}, {"worker": {0: 2}}).pause_s == 17 + 5 * 2   # 27 s
+    assert m.transition(s, Change.SCALE_OUT, {"worker": {0: 2}}, {"worker": {0: 4}}).pause_s == 17 + 5 * 4   # 37 s
+    assert m.transition(s, Change.SCALE_OUT, {"worker": {0: 2}}, {"worker": {0: 2, 1: 2}}).pause_s == 30 + 136 + 19 * 4
+    pod = MechanismOverhead("pod_restart")
+    assert pod.transition(s, Change.SCALE_OUT, {"worker": {0: 2}}, {"worker": {0: 4}}).pause_s == 242.0      # §II-C
+    assert pod.transition(s, Change.START, {}, {"worker": {0: 2}}).pause_s == 174.0
+
+
+def test_flash_checkpoint_adds_workers_without_pause_and_pauses_for_ps_changes():
+    m = MechanismOverhead("flash_checkpoint", ZOO.costs_of)
+    s = JobSpec(0, "j", 0.0, (RoleSpec("ps", 2, 0, 16, 8, 1, 8), RoleSpec("worker", 4, 0, 3, 4, 1, 32)), 1.0, 1.0,
+                profile="wide_deep")
+    more_workers = m.transition(s, Change.SCALE_OUT, {"ps": {0: 2}, "worker": {0: 4}}, {"ps": {0: 2}, "worker": {0: 8}})
+    assert more_workers == Transition(prepare_s=120.0, pause_s=0.0)
+    more_ps = m.transition(s, Change.SCALE_OUT, {"ps": {0: 2}, "worker": {0: 4}}, {"ps": {0: 3}, "worker": {0: 4}})
+    assert more_ps == Transition(prepare_s=300.0, pause_s=180.0 + 2.0 / 20.0)
+    assert m.transition(s, Change.RESUME, {}, {"ps": {0: 2}}).pause_s == 660.0   # remote storage, Fig. 12
+
+
+def test_elasticflow_formula():
+    ef = ElasticFlowOverhead()
+    s = spec_of("bert", 8)
+    assert ef.transition(s, Change.START, {}, {"worker": {0: 8}}).pause_s == 2 + 2 * (3 + 1)
+    assert ef.transition(s, Change.RESUME, {}, {"worker": {0: 8}}).pause_s == 29 + 2 * (3 + 1)
+    assert ElasticFlowOverhead(large_cluster=True).transition(s, Change.MIGRATE, {}, {"worker": {0: 1}}).pause_s == 56
+    assert ef.transition(s, Change.STOP, {"worker": {0: 8}}, {}) == Transition()
+
+
+def test_every_overhead_config_builds_and_none_is_free():
+    for path in sorted(CONFIGS.glob("*.yaml")):
+        model = make(yaml.safe_load(path.read_text()), ZOO.costs_of)
+        assert hasattr(model, "transition"), path
+    none = make(yaml.safe_load((CONFIGS / "none.yaml").read_text()))
+    for change in Change:
+        assert none.transition(spec_of("vgg16"), change, {"worker": {0: 4}}, {"worker": {0: 5}}) == Transition()
+    assert make({"name": "x", "kind": "constant", "resume_s": 30}) == ConstantOverhead(resume_s=30.0)
+
+
+@pytest.mark.parametrize("cfg, message", [
+    ({"kind": "magic"}, "unknown kind 'magic'"),
+    ({"kind": "constant", "resum_s": 3}, "resum_s"),
+    ({"kind": "mechanism", "mechanism": "teleport"}, "unknown overhead mechanism 'teleport'"),
+])
+def test_bad_overhead_configs_are_named(cfg, message):
+    with pytest.raises(ValueError, match=message):
+        make(cfg)
+
+
+def test_bad_profile_overhead_values_are_named():
+    with pytest.raises(ValueError, match="prof: overhead stop_resume_s must be a number >= 0"):
+        ModelCosts.from_dict({"stop_resume_s": -1}, "prof")
+
+
+class PreemptOnce(Policy):
+    """Starts the job, preempts it at t=10, resumes it at t=20."""
+
+    name = "preempt_once"
+
+    def decide(self, view):
+        d = Decision()
+        if view.now == 0:
+            d.allocations["j"] = {"worker": {0: 4}}
+            d.wakeup = 10.0
+        elif view.now == 10:
+            d.allocations["j"] = None
+            d.wakeup = 10.0
+        elif view.now == 20:
+            d.allocations["j"] = {"worker": {0: 4}}
+        return d
+
+
+def test_lost_time_is_charged_per_job_and_written_to_the_jobs_table():
+    spec = jobs(spec_of("resnet152"))
+    engine = Engine(spec, cluster(1, 8), PreemptOnce(), speed=ZOO.speed,
+                    overhead=MechanismOverhead("stop_resume", ZOO.costs_of, charge_start=False), progress=False)
+    rec = engine.run()
+    st = rec.states[0]
+    assert st.overhead_s == pytest.approx(70.0)            # EDL Table 2 stop-resume, ResNet152
+    assert st.overhead_gpu_s == pytest.approx(4 * 70.0)
+    table = rec.jobs().to_pydict()
+    assert table["overhead_s"] == [pytest.approx(70.0)] and table["overhead_gpu_s"] == [pytest.approx(280.0)]

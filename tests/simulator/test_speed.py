@@ -1,0 +1,140 @@
+"""Speed models: fits recover known parameters, placement matters, measured tables are honoured."""
+
+import numpy as np
+import pytest
+
+from simulator import profiles
+from simulator.speed import (AllReduceSpeed, DLRoverSpeed, LinearSpeed, OptimusSpeed, TableSpeed, holdout_mape,
+                             mape)
+from tests.factories import gpu_job
+
+ZOO = profiles.load()
+GRID = [(p, w) for p in range(1, 21) for w in range(1, 21)]   # Optimus Fig. 8: 400 (p, w) pairs
+
+
+def noisy(model, xs, rel, seed):
+    rng = np.random.default_rng(seed)
+    return [(x, float(model.predict(x)[0]) * (1 + rel * rng.standard_normal())) for x in xs]
+
+
+def test_optimus_sync_fit_recovers_known_coefficients():
+    true = OptimusSpeed("sync", batch=32, theta=[0.0102, 0.278, 0.492, 0.0, 0.002])   # Table 2 sync shape
+    fit = OptimusSpeed("sync", batch=32).fit(noisy(true, GRID[::7], 0.01, 0))
+    assert fit.theta == pytest.approx(true.theta, abs=0.02)
+    assert fit.theta[:3] == pytest.approx(true.theta[:3], rel=0.1)
+
+
+def test_optimus_async_fit_recovers_known_coefficients():
+    true = OptimusSpeed("async", theta=[2.83, 3.92, 0.0, 0.11])                      # Table 2 async
+    fit = OptimusSpeed("async").fit(noisy(true, GRID[::5], 0.01, 1))
+    assert fit.theta == pytest.approx(true.theta, abs=0.1)
+    assert mape(fit, [(x, float(true.predict(x)[0])) for x in GRID]) < 0.01
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_eq4_fitted_to_five_settings_predicts_the_rest_of_the_grid_within_10_percent(seed):
+    true = OptimusSpeed("sync", batch=32, theta=[0.0102, 0.278, 0.492, 0.0, 0.002])
+    five = [(1, 1), (2, 4), (4, 2), (4, 8), (8, 8)]                                    # Optimus §6.1: 5 pre-runs
+    fit = OptimusSpeed("sync", batch=32).fit(noisy(true, five, 0.01, seed))
+    rest = [x for x in GRID if x not in five]
+    assert mape(fit, [(x, float(true.predict(x)[0])) for x in rest]) < 0.10
+
+
+def test_eq4_on_the_measured_resnet50_grid_matches_the_reported_error():
+    t = ZOO.profile("resnet50_ps").model
+    samples = [((p, w), v / 32) for (p, w), v in zip(t.keys, t.values)]
+    fit = OptimusSpeed("sync", batch=32).fit(samples)
+    assert mape(fit, samples) < 0.13                # notes/optimus.md A.3: 11.2% on the full grid
+    assert holdout_mape(OptimusSpeed("sync", batch=32), samples, seed=3) < 0.2
+
+
+def test_dlrover_fit_recovers_known_coefficients():
+    true = DLRoverSpeed(theta=[0.08, 0.5, 0.004, 0.02, 0.03])
+    rng = np.random.default_rng(2)
+    xs = [(int(w), int(p), float(lw), float(lp)) for w, p, lw, lp in
+          zip(rng.integers(1, 40, 80), rng.integers(1, 16, 80), rng.integers(1, 33, 80), rng.integers(1, 33, 80))]
+    fit = DLRoverSpeed().fit(noisy(true, xs, 0.01, 3))
+    assert fit.theta == pytest.approx(true.theta, rel=0.1, abs=0.002)
+
+
+def test_dlrover_worker_cpu_cap_saturates_worker_cpu():
+    m = DLRoverSpeed(theta=[1.0, 0.1, 0.0, 0.0, 0.1], worker_cpu_cap=4)
+    r = m.predict([(8, 2, 2, 8), (8, 2, 4, 8), (8, 2, 16, 8)])
+    assert r[0] < r[1] == pytest.approx(r[2])
+
+
+def test_recommendation_profiles_reproduce_dlrover_table_1():
+    wd, xd = ZOO.profile("wide_deep").model, ZOO.profile("xdeepfm").model
+    assert wd.predict([(1, 1, 32, 32), (24, 8, 3, 16)]) == pytest.approx([12.0, 210.0], rel=1e-6)
+    assert xd.predict([(1, 1, 32, 32), (8, 2, 20, 16), (10, 2, 20, 16)]) == pytest.approx([6.2, 47.8, 56.0], rel=1e-6)
+    assert wd.predict((96, 8, 3, 16))[0] < 2 * wd.predict((48, 8, 3, 16))[0]   # PS-bound: diminishing returns
+
+
+def test_allreduce_fit_recovers_known_coefficients():
+    true = AllReduceSpeed([0.003, 0.01, 0.0002, 0.012, 0.004])
+    xs = [(n, -(-n // 8), b) for n in (1, 2, 4, 8, 16, 32, 64) for b in (64, 128, 256)] + [(8, 2, 64), (8, 4, 128)]
+    fit = AllReduceSpeed().fit(noisy(true, xs, 0.005, 4))
+    assert fit.theta == pytest.approx(true.theta, rel=0.15, abs=3e-4)
+
+
+def test_spread_placement_is_slower_and_edl_ratios_hold():
+    assert ZOO.profile("vgg16").model.spread_ratio(8, 2, 64) == pytest.approx(0.83)      # EDL Fig. 10a
+    assert ZOO.profile("vgg19").model.spread_ratio(8, 2, 64) == pytest.approx(0.83)
+    assert ZOO.profile("resnet152").model.spread_ratio(8, 2, 64) == pytest.approx(0.97)
+    for name in ZOO.names("gpu"):
+        spec = gpu_job("j", 0, 8, 100.0, profile=name, batch_size=int(ZOO.profile(name).batch_size))
+        packed = ZOO.speed.rate(spec, {"worker": {0: 8}}, None)
+        spread = ZOO.speed.rate(spec, {"worker": {0: 4, 1: 4}}, None)
+        assert spread <= packed, name
+        if ZOO.profile(name).speed_kind == "allreduce" and name != "deepspeech2":
+            assert spread < packed, name
+
+
+@pytest.mark.parametrize("name, bound", [("resnet50", 0.05), ("inception3", 0.05), ("bert", 0.05), ("gpt2", 0.05),
+                                         ("deepspeech2", 0.05), ("vgg16", 0.12)])
+def test_allreduce_profiles_fit_the_measured_a100_tables(name, bound):
+    prof = ZOO.profile(name)
+    samples = [((k[0], -(-int(k[0]) // 8), b), v) for b, t in prof.tables.items() for k, v in zip(t.keys, t.values)]
+    assert mape(prof.model, samples) < bound
+
+
+def test_resnet50_profile_agrees_with_sidecar_speedups():
+    m, b = ZOO.profile("resnet50").model, 64
+    r1, r2, r4 = m.predict([(1, 1, b), (2, 1, b), (4, 1, b)])
+    assert r2 / r1 == pytest.approx(1.7, rel=0.05)     # SideCar §I: 1.7x at 2 GPUs, 2.4x at 4
+    assert r4 / r1 == pytest.approx(2.4, rel=0.05)
+
+
+def test_table_speed_interpolates_and_holds_flat_outside():
+    t = TableSpeed({(1,): 1.0, (2,): 1.8, (4,): 3.0})
+    assert t.predict([(1,), (2,), (3,), (4,), (8,), (0.5,)]) == pytest.approx([1.0, 1.8, 2.4, 3.0, 3.0, 1.0])
+    g = TableSpeed({(1, 1): 1.0, (1, 3): 3.0, (3, 1): 2.0, (3, 3): 6.0})
+    assert g.predict([(1, 1), (2, 2), (9, 9)]) == pytest.approx([1.0, 3.5, 6.0])
+    assert mape(g, [((1, 3), 3.0), ((3, 3), 6.0)]) == 0.0
+
+
+def test_measured_gpu_tables_are_reproduced_at_their_points():
+    spec = gpu_job("j", 0, 4, 100.0, profile="ncf", batch_size=32768)
+    assert ZOO.speed.rate(spec, {"worker": {0: 4}}, None) == pytest.approx(56.34158886973979)
+    spec = gpu_job("j", 0, 4, 100.0, profile="cifar10", batch_size=1024)   # untabulated batch: same samples/s
+    assert ZOO.speed.rate(spec, {"worker": {0: 4}}, None) == pytest.approx(2.53513302294422 * 2)
+
+
+def test_ps_grid_profile_gives_steps_per_second():
+    spec = gpu_job("j", 0, 1, 1.0, profile="resnext110")
+    assert ZOO.speed.rate(spec, {"ps": {0: 3}, "worker": {0: 5}}, None) == pytest.approx(270.4 / 128)
+    assert ZOO.speed.rate(spec, {"worker": {0: 5}}, None) == 0.0
+
+
+def test_linear_speed_is_unchanged():
+    spec = gpu_job("j", 0, 4, 100.0, work=400.0, min_gpus=1, max_gpus=8)
+    assert LinearSpeed().rate(spec, {"worker": {0: 2}}) == pytest.approx(2.0)
+
+
+def test_fit_rejects_bad_samples():
+    with pytest.raises(ValueError, match="rates must be finite and > 0"):
+        AllReduceSpeed().fit([((1, 1, 64), 0.0)] * 6)
+    with pytest.raises(ValueError, match="at least 5 samples"):
+        OptimusSpeed("sync").fit([((1, 1), 1.0)])
+    with pytest.raises(ValueError, match="need 4 finite numbers"):
+        OptimusSpeed("async", theta=[1, 2, 3])

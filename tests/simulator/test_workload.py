@@ -1,0 +1,103 @@
+"""Workload assignment: profiles by model name or a seeded rule; durations preserved exactly."""
+
+import collections
+
+import pytest
+
+import traces
+from policies.fifo import Fifo
+from simulator.cluster import Cluster, NodeGroup
+from simulator.engine import Engine
+from simulator.workload import Assignment, build_jobs, packed
+from traces.schema import Role, TraceError, build_table
+
+ZOO_CFG = {"zoo": True, "unknown": "random"}
+ASSIGN = Assignment.from_config(ZOO_CFG)
+
+
+def run_alone(specs, cluster):
+    rec = Engine(specs, cluster, Fifo(), speed=ASSIGN.zoo.speed, progress=False).run()
+    return rec.states
+
+
+@pytest.mark.parametrize("fmt, path, gpus_per_node", [
+    ("tiresias", "bundled:tiresias/60_job.csv", 4),
+    ("elasticflow", "bundled:elasticflow/ef/195job.csv", 8),
+])
+def test_every_job_run_alone_takes_exactly_its_recorded_duration(fmt, path, gpus_per_node):
+    table = traces.read(fmt, path)
+    cl = Cluster([NodeGroup(16, gpus_per_node, 64, 512)])
+    for spec in build_jobs(table, path, ASSIGN, cl, seed=0):
+        (st,) = run_alone([spec], cl)                       # each job alone: first-fit packs it
+        assert st.first_start == spec.submit_time
+        assert st.end_time - spec.submit_time == pytest.approx(spec.duration, rel=1e-9)
+
+
+def test_a_job_spanning_nodes_keeps_its_duration_with_a_placement_aware_model():
+    table = build_table({"job_id": ["a"], "submit_time": [0.0], "duration": [500.0], "model": ["vgg16"],
+                         "roles": [[Role("worker", 16, 1.0)]]})
+    cl = Cluster([NodeGroup(4, 8, 64, 512)])
+    (spec,) = build_jobs(table, "t", ASSIGN, cl)
+    assert len(packed(spec, cl)["worker"]) == 2
+    (st,) = run_alone([spec], cl)
+    assert st.end_time == pytest.approx(500.0, rel=1e-12)
+
+
+def test_profiles_come_from_the_trace_model_names():
+    specs = build_jobs(traces.read("elasticflow", "bundled:elasticflow/ef/195job.csv"), "ef", ASSIGN)
+    assert all(s.profile == s.model for s in specs)
+    specs = build_jobs(traces.read("tiresias", "bundled:tiresias/60_job.csv"), "t", ASSIGN)
+    assert all(s.profile == s.model for s in specs)
+
+
+def test_jobs_without_a_model_get_a_seeded_uniform_draw_from_the_pool():
+    table = traces.read("elasticflow", "bundled:elasticflow/raw/cluster10.csv")
+    a = [s.profile for s in build_jobs(table, "raw", ASSIGN, seed=1)]
+    b = [s.profile for s in build_jobs(table, "raw", ASSIGN, seed=1)]
+    c = [s.profile for s in build_jobs(table, "raw", ASSIGN, seed=2)]
+    assert a == b and a != c
+    counts = collections.Counter(a)
+    assert set(counts) == set(ASSIGN.pool["gpu"])
+    assert max(counts.values()) < 3 * min(counts.values())          # roughly uniform over 9 models, 260 jobs
+
+
+def test_unknown_model_names_are_drawn_or_rejected_by_config():
+    table = build_table({"job_id": ["a", "b"], "submit_time": [0.0, 1.0], "duration": [10.0, 10.0],
+                         "model": ["vgg16", "mystery-net"], "roles": [[Role("worker", 1, 1.0)]] * 2})
+    specs = build_jobs(table, "t", ASSIGN)
+    assert specs[0].profile == "vgg16" and specs[1].profile in ASSIGN.pool["gpu"]
+    strict = Assignment.from_config({**ZOO_CFG, "unknown": "error"})
+    with pytest.raises(TraceError, match=r"t: row 1 \(job 'b'\): model 'mystery-net' has no gpu profile"):
+        build_jobs(table, "t", strict)
+
+
+def test_ps_jobs_get_ps_profiles():
+    roles = [Role("ps", 2, 0.0, 4, 8), Role("worker", 4, 1.0, 2, 8)]
+    table = build_table({"job_id": ["a", "b"], "submit_time": [0.0, 0.0], "duration": [100.0, 100.0],
+                         "model": ["ResNet-50", None], "roles": [roles, roles]})
+    a, b = build_jobs(table, "t", ASSIGN)
+    assert a.profile == "resnet50_ps"
+    assert b.profile in ASSIGN.pool["ps"]
+    rate = a.total_work / 100.0 * 32                      # samples/s at p=2, w=4: inside the measured cell
+    assert min(13.9, 10.9, 35.1, 28.8) < rate < max(13.9, 10.9, 35.1, 28.8)
+
+
+def test_iterations_without_duration_get_the_duration_of_their_profile():
+    table = build_table({"job_id": ["a"], "submit_time": [0.0], "iterations": [1000.0], "model": ["ncf"],
+                         "batch_size": [32768], "roles": [[Role("worker", 4, 1.0)]]})
+    (spec,) = build_jobs(table, "g", ASSIGN)
+    assert spec.total_work == 1000.0
+    assert spec.duration == pytest.approx(1000.0 / 56.34158886973979)
+    with pytest.raises(TraceError, match="no duration, and no speed profile"):
+        build_jobs(table, "g")
+
+
+def test_without_a_zoo_work_is_the_trace_iterations_or_duration():
+    specs = build_jobs(traces.read("tiresias", "bundled:tiresias/60_job.csv"))
+    assert specs[0].total_work == 606 and specs[0].duration == 164 and specs[0].profile == "vgg19"
+    assert Assignment.from_config({"name": "linear", "zoo": False}) is None
+
+
+def test_pool_entries_must_belong_to_their_family():
+    with pytest.raises(ValueError, match="profile.pool.gpu: 'wide_deep' is a ps profile"):
+        Assignment.from_config({**ZOO_CFG, "pool": {"gpu": ["wide_deep"]}})
