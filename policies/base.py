@@ -145,6 +145,18 @@ class JobView:
     def rescales(self) -> int:
         return self._state.rescales
 
+    @property
+    def loss_observations(self):
+        """Noisy training loss at the end of each completed epoch (empty without a loss curve)."""
+        curve = self._state.spec.curve
+        return curve.observations(self.iterations_done) if curve is not None else ()
+
+    @property
+    def iterations_per_epoch(self) -> float | None:
+        """Iterations in one epoch (dataset size / batch, known to the job's owner)."""
+        curve = self._state.spec.curve
+        return curve.iters_per_epoch if curve is not None else None
+
     # --- ground truth, oracles only
     def _truth(self, what: str) -> JobSpec:
         if not self._oracle:

@@ -3,11 +3,26 @@
 Every strategy takes the free-resource matrix a policy plans on (``Cluster.free_copy()``),
 the job's roles and the task count wanted per role; it returns an allocation
 (``{role: {node: tasks}}``) and deducts it from ``free``, or returns ``None`` and leaves
-``free`` untouched when the job does not fit.
+``free`` untouched when the job does not fit. Roles are placed one after the other, each
+on the matrix the previous roles left. Ties between nodes go to the lower index, so every
+strategy is deterministic.
+
+- ``first_fit``: nodes in index order, each filled as far as it goes.
+- ``consolidate``: fewest nodes. A role that fits on one node goes to the tightest such node
+  (least room left over); otherwise nodes are filled from the roomiest down. Tiresias's
+  consolidated placement (Gu et al., NSDI'19, §3.3) and Optimus's Theorem 1 (seed 004 §4.2).
+- ``spread``: one task at a time to the node with the most room, as Kubernetes' default
+  least-requested scoring balances load (the DRF baseline of Optimus, seed 004 §6.1).
+- ``best_fit``: nodes with the least room for the role's tasks first, to keep large holes
+  for large jobs (the classic bin-packing rule).
+- ``align``: nodes whose free resources align best with the task's demand first (the dot
+  product of demand and free, each resource scaled by the most any node has free): Tetris's
+  packing (Grandl et al., SIGCOMM'14, §3.2).
 """
 
 from __future__ import annotations
 
+import heapq
 from typing import Callable, Mapping, Sequence
 
 import numpy as np
@@ -18,47 +33,163 @@ from simulator.job import RoleSpec
 Placement = Callable[[np.ndarray, Sequence[RoleSpec], Mapping[str, int]], "dict | None"]
 
 
-def _fill(free: np.ndarray, role: RoleSpec, count: int, order: np.ndarray) -> dict[int, int] | None:
-    """Fill nodes in ``order``, each with as many tasks as fit, until ``count`` are placed."""
-    fit = tasks_per_node(free[order], role.demand)
-    cum = np.cumsum(fit)
-    if len(cum) == 0 or cum[-1] < count:
-        return None
-    last = int(np.searchsorted(cum, count))
-    take = fit[: last + 1].copy()
-    take[last] -= cum[last] - count
-    placed = {int(order[i]): int(t) for i, t in enumerate(take) if t > 0}
+def _take(free: np.ndarray, role: RoleSpec, placed: dict[int, int]) -> dict[int, int]:
     demand = np.asarray(role.demand)
     for node, t in placed.items():
         free[node] -= t * demand
     return placed
 
 
-def _place(free, roles, counts, order_fn) -> dict | None:
-    backup = free.copy() if len(roles) > 1 else None
-    alloc = {}
-    for role in roles:
-        n = counts.get(role.name, 0)
-        if n == 0:
-            continue
-        placed = _fill(free, role, n, order_fn(free, role))
-        if placed is None:
-            if backup is not None:
-                free[:] = backup
-            return None
-        alloc[role.name] = placed
-    return alloc
+def _fill(free: np.ndarray, role: RoleSpec, count: int, fit: np.ndarray, order: np.ndarray) -> dict[int, int] | None:
+    """Fill nodes in ``order``, each with as many tasks as fit, until ``count`` are placed."""
+    fit = fit[order]
+    cum = np.cumsum(fit)
+    if len(cum) == 0 or cum[-1] < count:
+        return None
+    last = int(np.searchsorted(cum, count))
+    take = fit[: last + 1].copy()
+    take[last] -= cum[last] - count
+    return _take(free, role, {int(order[i]): int(t) for i, t in enumerate(take) if t > 0})
 
 
-def first_fit(free: np.ndarray, roles: Sequence[RoleSpec], counts: Mapping[str, int]) -> dict | None:
-    """Nodes in index order, each filled as far as it goes."""
-    return _place(free, roles, counts, lambda f, r: np.arange(len(f)))
+def _first_fit_role(free, role, count) -> dict[int, int] | None:
+    fit = tasks_per_node(free, role.demand)
+    return _fill(free, role, count, fit, np.arange(len(free)))
 
 
-STRATEGIES: dict[str, Placement] = {"first_fit": first_fit}
+def _consolidate_role(free, role, count) -> dict[int, int] | None:
+    fit = tasks_per_node(free, role.demand)
+    single = np.flatnonzero(fit >= count)
+    if len(single):  # the tightest node that takes the whole role
+        node = int(single[np.argmin(fit[single])])
+        return _take(free, role, {node: count})
+    return _fill(free, role, count, fit, np.argsort(-fit, kind="stable"))
+
+
+def _best_fit_role(free, role, count) -> dict[int, int] | None:
+    fit = tasks_per_node(free, role.demand)
+    order = np.argsort(fit, kind="stable")
+    return _fill(free, role, count, fit, order[fit[order] > 0])
+
+
+def _spread_role(free, role, count) -> dict[int, int] | None:
+    fit = tasks_per_node(free, role.demand)
+    if fit.sum() < count:
+        return None
+    heap = [(-int(f), i) for i, f in enumerate(fit) if f > 0]
+    heapq.heapify(heap)
+    placed: dict[int, int] = {}
+    for _ in range(count):  # water-filling: each task to the node with the most room left
+        f, node = heapq.heappop(heap)
+        placed[node] = placed.get(node, 0) + 1
+        if f < -1:
+            heapq.heappush(heap, (f + 1, node))
+    return _take(free, role, dict(sorted(placed.items())))
+
+
+def _align_role(free, role, count) -> dict[int, int] | None:
+    fit = tasks_per_node(free, role.demand)
+    scale = free.max(axis=0)
+    score = free @ (np.asarray(role.demand) / np.where(scale > 0, scale, 1.0))
+    order = np.lexsort((np.arange(len(free)), -score))
+    return _fill(free, role, count, fit, order[fit[order] > 0])
+
+
+def _per_role(place_role) -> Placement:
+    def place(free: np.ndarray, roles: Sequence[RoleSpec], counts: Mapping[str, int]) -> dict | None:
+        backup = free.copy() if len(roles) > 1 else None
+        alloc = {}
+        for role in roles:
+            n = counts.get(role.name, 0)
+            if n == 0:
+                continue
+            placed = place_role(free, role, n)
+            if placed is None:
+                if backup is not None:
+                    free[:] = backup
+                return None
+            alloc[role.name] = placed
+        return alloc
+    place.__name__ = place_role.__name__.strip("_").removesuffix("_role")
+    return place
+
+
+first_fit = _per_role(_first_fit_role)
+consolidate = _per_role(_consolidate_role)
+spread = _per_role(_spread_role)
+best_fit = _per_role(_best_fit_role)
+align = _per_role(_align_role)
+
+STRATEGIES: dict[str, Placement] = {"first_fit": first_fit, "consolidate": consolidate, "spread": spread,
+                                    "best_fit": best_fit, "align": align}
 
 
 def strategy(name: str) -> Placement:
     if name not in STRATEGIES:
         raise KeyError(f"unknown placement {name!r}; known: {', '.join(sorted(STRATEGIES))}")
     return STRATEGIES[name]
+
+
+def min_nodes(capacity: np.ndarray, roles: Sequence[RoleSpec], counts: Mapping[str, int]) -> int:
+    """The fewest nodes that could hold the job on an empty cluster of ``capacity`` rows
+    (roles counted apart, the largest node first): the bar a consolidated placement must meet."""
+    need = 0
+    for role in roles:
+        n = counts.get(role.name, 0)
+        if n:
+            per = int(tasks_per_node(capacity, role.demand).max())
+            need = max(need, -(-n // per) if per else 1 << 30)
+    return need
+
+
+def _held(free: np.ndarray, job) -> np.ndarray:
+    need = np.zeros_like(free)
+    for role in job.roles:
+        d = np.asarray(role.demand)
+        for node, t in job.allocation.get(role.name, {}).items():
+            need[node] += t * d
+    return need
+
+
+def release(free: np.ndarray, job) -> None:
+    """Give the resources a running job (a JobView) holds back to ``free``, to plan as if it stopped."""
+    free += _held(free, job)
+
+
+def keep_in_place(free: np.ndarray, job) -> bool:
+    """Take a running job's current nodes back out of ``free`` if they are all still there."""
+    need = _held(free, job)
+    if (need > free + 1e-9).any():
+        return False
+    free -= need
+    return True
+
+
+def shrink(alloc, counts: Mapping[str, int]) -> dict:
+    """``alloc`` cut down to ``counts`` tasks per role, dropping tasks from the nodes that hold the
+    fewest of the role first (ties: higher index first), so that the job stays consolidated."""
+    out = {}
+    for role, nodes in alloc.items():
+        keep = counts.get(role, 0)
+        placed = dict(nodes)
+        drop = sum(placed.values()) - keep
+        for node in sorted(placed, key=lambda n: (placed[n], -n)):
+            if drop <= 0:
+                break
+            k = min(drop, placed[node])
+            placed[node] -= k
+            drop -= k
+        placed = {n: c for n, c in placed.items() if c > 0}
+        if placed:
+            out[role] = placed
+    return out
+
+
+def merge(a, b) -> dict:
+    """The union of two allocations of the same job."""
+    out = {role: dict(nodes) for role, nodes in a.items()}
+    for role, nodes in b.items():
+        mine = out.setdefault(role, {})
+        for node, c in nodes.items():
+            mine[node] = mine.get(node, 0) + c
+    return out

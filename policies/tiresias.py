@@ -1,0 +1,371 @@
+"""Tiresias (Gu et al., NSDI'19): discretized two-dimensional attained service.
+
+A job's attained service is the GPU-seconds it has held (2D: GPUs x time). Jobs sit in
+queues Q0..Qk separated by service thresholds; a new job enters Q0 and moves down as its
+service crosses each threshold (Tiresias §4.1, Discretized 2D-LAS). At every arrival,
+completion and queue change the plan is rebuilt: queues are scanned from Q0, each job runs
+at its requested size if it still fits, all-or-nothing, and a running job that no longer fits
+is preempted (§4.1, and the Tiresias simulator's ``dlas_sim_jobs``). Smaller jobs further
+down may run past a blocked one.
+
+Inside a queue the order is FIFO as the simulator keeps it: jobs that ran in the last plan
+stay ahead of those that waited, a preempted job goes to the front of the waiting part, a
+newly arrived or demoted job to the back. With ``gittins`` the order is instead the Gittins
+index of the job's attained service under a GPU-time distribution (§4.2, Discretized
+2D-Gittins; the simulator's ``dlas-gpu-gittins``), highest first.
+
+``starvation_knob`` K promotes a waiting job back to Q0 once it has waited K times as long as
+it ran since its last promotion (§4.1 "starvation"; the simulator's ``solve_starvation``; 0 =
+off as in its plain ``dlas-gpu``). Models whose tensor sizes are skewed must be consolidated
+on the fewest nodes (§3.3, §4.3); the others take the configured placement.
+"""
+
+from __future__ import annotations
+
+import heapq
+from bisect import bisect_left, bisect_right, insort
+
+import numpy as np
+
+from policies.base import Decision, JobView, Policy, View, register
+from policies.placement import consolidate, keep_in_place, min_nodes, release, strategy
+from simulator.job import nodes_of
+
+EPS = 1e-6  # seconds: a threshold reached within a microsecond counts as reached
+
+
+class _Job:
+    __slots__ = ("view", "demand", "counts", "queue", "key", "offset", "running", "pend_since", "waited",
+                 "version", "consolidate", "mark")
+
+    def __init__(self, view: JobView, consolidate: bool):
+        self.view = view
+        self.demand = tuple(float(sum(r.count * r.demand[k] for r in view.roles)) for k in range(3))
+        self.counts = {r.name: r.count for r in view.roles}
+        self.queue = 0
+        self.key: tuple = ()
+        self.offset = 0.0        # attained service at the last promotion
+        self.running = False
+        self.pend_since = None   # when it last stopped, if it has run before
+        self.waited = 0.0        # seconds waited since it first ran (or was last promoted)
+        self.version = 0
+        self.consolidate = consolidate
+        self.mark = -1           # the plan that admitted it last
+
+    @property
+    def service(self) -> float:
+        """GPU-seconds since the last promotion: what the queue thresholds compare."""
+        return self.view.attained_service - self.offset
+
+    def entry(self) -> tuple:
+        return (self.key, self.view.index, self)
+
+
+@register
+class Tiresias(Policy):
+    name = "tiresias"
+
+    def __init__(self, thresholds: list[float] = (3250.0, 7200.0), starvation_knob: float = 0.0,
+                 gittins: bool = False, gittins_distribution: str = "bundled:tiresias/yarn-gput1000.csv",
+                 gittins_delta: float = 3250.0, placement: str = "first_fit",
+                 consolidate_models: list[str] = ("vgg11", "vgg16", "vgg19", "alexnet")):
+        self.thresholds = [float(t) for t in thresholds]
+        if any(b <= a for a, b in zip(self.thresholds, self.thresholds[1:])) or any(t <= 0 for t in self.thresholds):
+            raise ValueError(f"tiresias: thresholds must be positive and increasing, got {list(thresholds)}")
+        if starvation_knob < 0:
+            raise ValueError(f"tiresias: starvation_knob must be >= 0, got {starvation_knob}")
+        self.knob = float(starvation_knob)
+        self.gittins = GittinsIndex.from_file(gittins_distribution, gittins_delta) if gittins else None
+        self.place = strategy(placement)
+        self.consolidate_models = {m.lower() for m in consolidate_models}
+
+    def reset(self, view: View) -> None:
+        self.jobs: dict[str, _Job] = {}
+        self.queues: list[list] = [[] for _ in range(len(self.thresholds) + 1)]
+        self.running: list[dict[str, _Job]] = [{} for _ in self.queues]  # running jobs, per queue
+        self.gpu_sizes: dict[float, int] = {}   # GPU demand -> active jobs: the smallest ends a scan early
+        self.demote_at: list = []                # (time, seq, job, version) of running jobs
+        self.promote_at: list = []               # the same for waiting jobs, with starvation_knob > 0
+        self.seq = 0
+        self.front = 0                           # keys below every waiting job: a preempted job's place
+        self.plan = 0
+        self.need_nodes: dict = {}
+        self.nodes_up = int(view.cluster.up.sum())
+        n = len(self.queues)
+        self.count0, self.sum0, self.whole = [0] * n, [[0.0, 0.0, 0.0] for _ in range(n)], [False] * n
+
+    # ------------------------------------------------------------------ decisions
+    def decide(self, view: View) -> Decision:
+        now = view.now
+        up = int(view.cluster.up.sum())
+        changed = bool(view.arrived or view.finished) or up != self.nodes_up
+        self.nodes_up = up
+        for jv in view.finished:
+            self._finish(self.jobs.pop(jv.job_id))
+        for jv in sorted(view.arrived, key=lambda j: (j.submit_time, j.index)):
+            job = _Job(jv, (jv.model or "").lower() in self.consolidate_models)
+            self.jobs[jv.job_id] = job
+            self.gpu_sizes[job.demand[0]] = self.gpu_sizes.get(job.demand[0], 0) + 1
+            self._enqueue(job, 0, self._tail())
+        for jv in view.stopped:  # a node failure stopped it: it waits, first of the waiting part
+            job = self.jobs.get(jv.job_id)
+            if job is not None and job.running:
+                changed = True
+                self._preempted([job], now)
+        changed |= self._queue_jumps(now)
+        if not changed:
+            return Decision(wakeup=self._next_jump(now))
+        decision = Decision(self._replan(view))
+        decision.wakeup = self._next_jump(now)
+        return decision
+
+    def _replan(self, view: View) -> dict:
+        self.plan += 1
+        admitted = self._admit(view)
+        stops = sorted((j for q, running in enumerate(self.running)
+                        if not (self.whole[q] and len(running) == self.count0[q])  # all of them admitted
+                        for j in running.values()
+                        if j.mark != self.plan and not (self.whole[q] and j.key[0] == 0)), key=self._rank)
+        free = view.cluster.free_copy()
+        for job in stops:
+            release(free, job.view)
+        started = []
+        for job in admitted:
+            if not job.running:
+                alloc = self._placed(job, free, view)
+                if alloc is not None:
+                    started.append((job, alloc))
+        kept = {id(j) for j in stops if keep_in_place(free, j.view)}  # nothing admitted needed its nodes
+        stops = [j for j in stops if id(j) not in kept]
+        allocations: dict = {j.view.job_id: None for j in stops}
+        allocations.update((j.view.job_id, a) for j, a in started)
+        self._started([j for j, _ in started], view.now)
+        self._preempted(stops, view.now)
+        if self.gittins is None:  # jobs that run now join the running part, in scan order
+            for job in admitted:
+                if job.running and job.key[0] == 1:
+                    self._rekey(job, (0, self._count()))
+        return allocations
+
+    def _admit(self, view: View) -> list[_Job]:
+        """Scan the queues in priority order; admit each job whose request fits what is left."""
+        if self.gittins is not None:
+            self._rerank_running()
+        cluster = view.cluster
+        budget = (cluster.capacity[cluster.up].sum(axis=0) + 1e-9).tolist()
+        smallest = min(self.gpu_sizes) if self.gpu_sizes else 0.0
+        admitted = []
+        self.whole = [False] * len(self.queues)
+        for q, queue in enumerate(self.queues):
+            # the running part of a FIFO queue (keys (0, ..)) ran in the last plan: admit it whole if it fits
+            start = 0
+            if self.count0[q]:
+                g, c, m = self.sum0[q]
+                if g <= budget[0] and c <= budget[1] and m <= budget[2]:
+                    budget[0] -= g
+                    budget[1] -= c
+                    budget[2] -= m
+                    self.whole[q], start = True, self.count0[q]
+            for i in range(start, len(queue)):
+                job = queue[i][2]
+                if budget[0] < smallest:
+                    return admitted
+                g, c, m = job.demand
+                if g <= budget[0] and c <= budget[1] and m <= budget[2]:
+                    budget[0] -= g
+                    budget[1] -= c
+                    budget[2] -= m
+                    job.mark = self.plan
+                    admitted.append(job)
+        return admitted
+
+    def _placed(self, job: _Job, free: np.ndarray, view: View):
+        if not job.consolidate:
+            return self.place(free, job.view.roles, job.counts)
+        backup = free.copy()
+        alloc = consolidate(free, job.view.roles, job.counts)
+        if alloc is not None and len(nodes_of(alloc)) > self._min_nodes(job, view):
+            free[:] = backup
+            return None
+        return alloc
+
+    def _min_nodes(self, job: _Job, view: View) -> int:
+        key = job.view.roles
+        if key not in self.need_nodes:
+            self.need_nodes[key] = min_nodes(view.cluster.capacity, job.view.roles, job.counts)
+        return self.need_nodes[key]
+
+    # ------------------------------------------------------------------ state changes
+    def _started(self, jobs: list[_Job], now: float) -> None:
+        for job in jobs:
+            job.running = True
+            if job.pend_since is not None:
+                job.waited += now - job.pend_since
+                job.pend_since = None
+            job.version += 1
+            self.running[job.queue][job.view.job_id] = job
+            self._push_demotion(job, now)
+
+    def _preempted(self, jobs: list[_Job], now: float) -> None:
+        """Stop ``jobs`` (in priority order); in the FIFO queues they go, in that order, to the
+        front of the waiting part, as the simulator moves its pending jobs behind running ones."""
+        self.front -= len(jobs)
+        for i, job in enumerate(jobs):
+            job.running = False
+            job.pend_since = now
+            job.version += 1
+            del self.running[job.queue][job.view.job_id]
+            if self.gittins is None:
+                self._rekey(job, (1, self.front + i))
+            self._push_promotion(job, now)
+
+    def _queue_jumps(self, now: float) -> bool:
+        moved = False
+        while self.demote_at and self.demote_at[0][0] <= now + 1e-9:
+            _, _, job, version = heapq.heappop(self.demote_at)
+            if version != job.version or not job.running:
+                continue
+            q = self._level(job)
+            if q > job.queue:
+                self._remove(job)
+                self._enqueue(job, q, self._tail())
+                moved = True
+            job.version += 1
+            self._push_demotion(job, now)
+        while self.promote_at and self.promote_at[0][0] <= now + 1e-9:
+            _, _, job, version = heapq.heappop(self.promote_at)
+            if version != job.version or job.running:
+                continue
+            job.offset = job.view.attained_service
+            job.waited, job.pend_since = 0.0, None  # waiting counts again once it has run
+            job.version += 1
+            self._remove(job)
+            self._enqueue(job, 0, self._tail())
+            moved = True
+        return moved
+
+    def _level(self, job: _Job) -> int:
+        """The queue of a job's service; a threshold less than a microsecond away counts as reached."""
+        return bisect_right(self.thresholds, job.service + job.demand[0] * EPS)
+
+    def _push_demotion(self, job: _Job, now: float) -> None:
+        if job.queue < len(self.thresholds) and job.demand[0] > 0:
+            t = now + max((self.thresholds[job.queue] - job.service) / job.demand[0], EPS)
+            heapq.heappush(self.demote_at, (t, self._count(), job, job.version))
+
+    def _push_promotion(self, job: _Job, now: float) -> None:
+        ran = job.service / job.demand[0] if job.demand[0] > 0 else 0.0
+        if self.knob > 0 and job.queue > 0 and ran > 0:
+            t = now + max(self.knob * ran - job.waited, EPS)
+            heapq.heappush(self.promote_at, (t, self._count(), job, job.version))
+
+    def _next_jump(self, now: float) -> float | None:
+        soonest = None
+        for heap, want_running in ((self.demote_at, True), (self.promote_at, False)):
+            while heap and (heap[0][3] != heap[0][2].version or heap[0][2].running != want_running):
+                heapq.heappop(heap)
+            if heap and (soonest is None or heap[0][0] < soonest):
+                soonest = heap[0][0]
+        return None if soonest is None else max(soonest - now, 1e-6)
+
+    # ------------------------------------------------------------------ queues
+    def _count(self) -> int:
+        self.seq += 1
+        return self.seq
+
+    def _tail(self) -> tuple:
+        return (1, self._count())
+
+    def _enqueue(self, job: _Job, q: int, key: tuple) -> None:
+        if job.running:
+            self.running[q][job.view.job_id] = self.running[job.queue].pop(job.view.job_id)
+        job.queue = q
+        job.key = self._gittins_key(job) if self.gittins is not None else key
+        self._insert(job)
+
+    def _insert(self, job: _Job) -> None:
+        insort(self.queues[job.queue], job.entry())
+        if self.gittins is None and job.key[0] == 0:
+            self._running_part(job, 1)
+
+    def _remove(self, job: _Job) -> None:
+        queue = self.queues[job.queue]
+        del queue[bisect_left(queue, (job.key, job.view.index))]
+        if self.gittins is None and job.key[0] == 0:
+            self._running_part(job, -1)
+
+    def _running_part(self, job: _Job, sign: int) -> None:
+        self.count0[job.queue] += sign
+        total = self.sum0[job.queue]
+        for k in range(3):
+            total[k] += sign * job.demand[k]
+
+    def _finish(self, job: _Job) -> None:
+        self._remove(job)
+        self.running[job.queue].pop(job.view.job_id, None)
+        n = self.gpu_sizes.pop(job.demand[0]) - 1
+        if n:
+            self.gpu_sizes[job.demand[0]] = n
+        job.version += 1
+
+    def _rekey(self, job: _Job, key: tuple) -> None:
+        self._remove(job)
+        job.key = key
+        self._insert(job)
+
+    def _rerank_running(self) -> None:
+        for job in [j for running in self.running for j in running.values()]:
+            key = self._gittins_key(job)
+            if key != job.key:
+                self._rekey(job, key)
+
+    def _gittins_key(self, job: _Job) -> tuple:
+        return (-self.gittins.index(job.service), job.view.submit_time)
+
+    def _rank(self, job: _Job) -> tuple:
+        return (job.queue, job.key, job.view.index)
+
+
+class GittinsIndex:
+    """The Gittins index of a job that has attained ``a`` GPU-seconds, for job sizes drawn
+    from an empirical distribution (Tiresias §4.2; Gittins' index for M/G/1):
+
+        G(a) = P(S - a <= delta | S > a) / E[min(S - a, delta) | S > a]
+
+    ``delta`` is the service quantum looked ahead (the simulator's static ``gittins_delta``).
+    As in the simulator's table, the index is evaluated at the last sample point a job has
+    passed, so it changes only when its service crosses a sample; beyond the largest sample
+    it is 0.
+    """
+
+    def __init__(self, samples, delta: float):
+        s = np.sort(np.asarray(samples, dtype=np.float64))
+        if len(s) == 0 or not delta > 0:
+            raise ValueError("a Gittins index needs at least one sample and a positive delta")
+        self.points = s
+        grid = np.concatenate(([0.0], s))
+        n = len(s)
+        prefix = np.concatenate(([0.0], np.cumsum(s)))
+        i = np.searchsorted(s, grid, side="right")              # first sample > a
+        j = np.searchsorted(s, grid + delta, side="right")      # first sample > a + delta
+        alive = n - i
+        done = j - i
+        spent = (prefix[j] - prefix[i]) - done * grid + delta * (n - j)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            g = np.where(alive > 0, (done / np.maximum(alive, 1)) / (spent / np.maximum(alive, 1)), 0.0)
+        self.table = np.nan_to_num(g).tolist()
+
+    @classmethod
+    def from_file(cls, path: str, delta: float) -> "GittinsIndex":
+        """Read a one-column CSV of job GPU-times (``duration``), like the simulator's yarn-gput files."""
+        from traces import resolve
+        from traces.csvrows import number, rows
+
+        p = resolve(path)
+        samples = [number(p, line, "duration", r["duration"], positive=True) for line, r in rows(p, ("duration",))]
+        if not samples:
+            raise ValueError(f"{p}: no samples in the Gittins distribution")
+        return cls(samples, delta)
+
+    def index(self, a: float) -> float:
+        return self.table[bisect_right(self.points, a + EPS)]

@@ -1,0 +1,77 @@
+"""Placement strategies: where each puts a job's tasks, and that a failure changes nothing."""
+
+import numpy as np
+import pytest
+
+from policies.placement import STRATEGIES, keep_in_place, merge, min_nodes, release, shrink, strategy
+from simulator.job import RoleSpec
+
+WORKER = RoleSpec("worker", 1, 1.0, 2.0, 8.0, 1, 1)
+PS = RoleSpec("ps", 1, 0.0, 4.0, 10.0, 1, 1)
+
+
+def free(*gpus, cpu=32.0, mem=256.0):
+    return np.array([[g, cpu, mem] for g in gpus], dtype=float)
+
+
+def place(name, f, n, roles=(WORKER,), **counts):
+    return strategy(name)(f, roles, counts or {"worker": n})
+
+
+def test_first_fit_fills_nodes_in_index_order():
+    assert place("first_fit", free(2, 4, 4), 5) == {"worker": {0: 2, 1: 3}}
+
+
+def test_consolidate_takes_the_tightest_node_that_holds_the_whole_role():
+    assert place("consolidate", free(2, 4, 3), 3) == {"worker": {2: 3}}
+
+
+def test_consolidate_uses_the_fewest_nodes_when_none_holds_it_all():
+    assert place("consolidate", free(2, 3, 1, 3), 6) == {"worker": {1: 3, 3: 3}}
+
+
+def test_spread_balances_tasks_over_the_roomiest_nodes():
+    assert place("spread", free(4, 4, 4), 5) == {"worker": {0: 2, 1: 2, 2: 1}}
+    assert place("spread", free(1, 4, 3), 3) == {"worker": {1: 2, 2: 1}}
+
+
+def test_best_fit_fills_the_tightest_nodes_first():
+    assert place("best_fit", free(4, 1, 2), 3) == {"worker": {1: 1, 2: 2}}
+
+
+def test_align_prefers_nodes_with_more_of_what_the_task_needs():
+    f = np.array([[4.0, 2.0, 16.0], [4.0, 32.0, 256.0]])
+    assert place("align", f, 1) == {"worker": {1: 1}}
+
+
+@pytest.mark.parametrize("name", sorted(STRATEGIES))
+def test_every_strategy_deducts_what_it_places(name):
+    f = free(4, 4, 4)
+    alloc = place(name, f, 5)
+    assert sum(alloc["worker"].values()) == 5
+    assert f[:, 0].sum() == 12 - 5 and f[:, 1].sum() == 96 - 10
+
+
+@pytest.mark.parametrize("name", sorted(STRATEGIES))
+def test_a_job_that_does_not_fit_leaves_free_untouched(name):
+    f = free(4, 4, cpu=8.0)  # 3 PSs and 3 workers need 18 CPUs of 16
+    before = f.copy()
+    assert place(name, f, 0, roles=(PS, WORKER), ps=3, worker=3) is None
+    assert (f == before).all()
+
+
+def test_min_nodes_and_release_keep_shrink_merge():
+    cap = free(4, 4, 4)
+    assert min_nodes(cap, (WORKER,), {"worker": 6}) == 2
+
+    class Held:
+        roles = (WORKER,)
+        allocation = {"worker": {0: 2, 1: 1}}
+    f = free(2, 3, 4)
+    release(f, Held)
+    assert f[:, 0].tolist() == [4, 4, 4]
+    assert keep_in_place(f, Held) and f[:, 0].tolist() == [2, 3, 4]
+    f[0, 0] = 1
+    assert not keep_in_place(f, Held)
+    assert shrink({"worker": {0: 2, 1: 1, 2: 3}}, {"worker": 4}) == {"worker": {0: 1, 2: 3}}
+    assert merge({"worker": {0: 1}}, {"worker": {0: 1, 2: 2}}) == {"worker": {0: 2, 2: 2}}
