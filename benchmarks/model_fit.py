@@ -4,7 +4,7 @@
    and the spread ratio (8 GPUs on 2 nodes vs 1) next to EDL's measurements.
 2. Optimus Eq. 4 on the measured PS grids (DL2): fitted to all points, held out, and fitted
    to 5 (p, w) pre-runs as Optimus §6.1 does, scored on the rest.
-3. DLRover-RM model on DLRover Table 1 points.
+3. DLRover-RM model on DLRover Table 1 points, and its response to CPU per task.
 4. The Optimus loss-curve fitter: error of the predicted total epochs vs the fraction of epochs
    observed, over synthetic curves around Optimus's Seq2Seq fit.
 
@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 
 import numpy as np
+import yaml
 
 from simulator import profiles
 from simulator.convergence import LossCurve, LossFitter, epochs_to_converge
@@ -25,17 +26,18 @@ EDL_SPREAD = {"vgg16": 0.83, "vgg19": 0.83, "resnet152": 0.97}   # seed 001 §6.
 FIVE = [(1, 1), (3, 5), (5, 3), (9, 9), (13, 5)]                  # 5 pre-run settings on the measured grid
 
 
+def of_kind(zoo, family: str, kind: str) -> list:
+    """(name, profile) of the zoo's profiles of one family and speed kind."""
+    return [(n, zoo.profile(n)) for n in zoo.names(family) if zoo.profile(n).speed_kind == kind]
+
+
 def allreduce_report(zoo) -> None:
     print("1. all-reduce model vs measured A100 tables (iterations/s)")
     print(f"{'profile':<12} {'points':>6} {'MAPE':>7} {'held-out':>9} {'spread 8 GPUs/2 nodes':>22} {'EDL':>5}")
-    for name in zoo.names("gpu"):
-        p = zoo.profile(name)
-        if p.speed_kind != "allreduce":
-            continue
+    for name, p in of_kind(zoo, "gpu", "allreduce"):
         spread = p.model.spread_ratio(8, 2, p.batch_size)
         if p.tables:
-            s = [((k[0], -(-int(k[0]) // p.gpus_per_node), b), v) for b, t in p.tables.items()
-                 for k, v in zip(t.keys, t.values)]
+            s = p.table_samples()
             fit, held = f"{mape(p.model, s):7.1%}", f"{holdout_mape(AllReduceSpeed(), s, 0.3, 0):9.1%}"
             n = len(s)
         else:
@@ -47,10 +49,7 @@ def allreduce_report(zoo) -> None:
 def optimus_report(zoo) -> None:
     print("\n2. Optimus Eq. 4 vs measured synchronous PS grids (steps/s)")
     print(f"{'profile':<14} {'points':>6} {'MAPE all':>9} {'held-out':>9} {'5 pre-runs -> rest':>19}")
-    for name in zoo.names("ps"):
-        p = zoo.profile(name)
-        if p.speed_kind != "table":
-            continue
+    for name, p in of_kind(zoo, "ps", "table"):
         s = [((k[0], k[1]), v / p.batch_size) for k, v in zip(p.model.keys, p.model.values)]
         full = OptimusSpeed("sync", p.batch_size).fit(s)
         five = [x for x in s if x[0] in FIVE]
@@ -62,11 +61,15 @@ def optimus_report(zoo) -> None:
 
 
 def dlrover_report(zoo) -> None:
-    print("\n3. DLRover-RM model vs DLRover Table 1 (steps/s)")
-    for name in zoo.names("ps"):
-        p = zoo.profile(name)
-        if p.speed_kind == "dlrover":
-            print(f"{name:<10} theta={np.round(p.model.theta, 5).tolist()}")
+    print("\n3. DLRover-RM model vs DLRover Table 1 (steps/s), and what CPU per task does")
+    raw = yaml.safe_load((profiles.HERE / "recommendation.yaml").read_text())
+    print(f"{'profile':<10} {'points':>6} {'MAPE':>8} {'2x PS CPU':>10} {'1/2 worker CPU':>15}  theta")
+    for name, p in of_kind(zoo, "ps", "dlrover"):
+        pts = [(tuple(r[:4]), r[4]) for r in raw[name]["speed"]["points"]]
+        w, ps, lw, lp = pts[-1][0]
+        base, more_ps, less_w = p.model.predict([(w, ps, lw, lp), (w, ps, lw, 2 * lp), (w, ps, lw / 2, lp)])
+        print(f"{name:<10} {len(pts):>6} {mape(p.model, pts):>8.1e} {more_ps / base:>10.2f} {less_w / base:>15.2f}  "
+              f"{np.round(p.model.theta, 5).tolist()}")
 
 
 def convergence_report(curves: int) -> None:

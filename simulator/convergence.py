@@ -15,6 +15,8 @@ from dataclasses import dataclass, replace
 import numpy as np
 from scipy.optimize import nnls
 
+from traces.schema import TraceError
+
 
 def loss(b: tuple[float, float, float], k) -> np.ndarray:
     b0, b1, b2 = b
@@ -64,25 +66,42 @@ class LossCurve:
         return loss(self.b, np.arange(1, n + 1)) * (1.0 + self.noise * eps)
 
 
-def assign_curves(jobs: list, assignment, rng: np.random.Generator) -> list:
-    """Give every job a true curve whose convergence point is its ``total_work``.
+def assign_curves(jobs: list, assignment, rng: np.random.Generator, source: str = "trace",
+                  sized_too: bool = True) -> list:
+    """Give jobs a true curve; a sized job's convergence point is its ``total_work``.
 
     Coefficients: the profile's (else the config's default curve), each scaled by a lognormal
-    factor of spread ``jitter`` per job; the epoch length is total_work / E so that the
-    duration-preserving work of the job is exactly its convergence point.
+    factor of spread ``jitter`` per job. A sized job (``total_work > 0``; only with
+    ``sized_too``) gets the epoch length total_work / E, so that its duration-preserving work is
+    exactly its convergence point. A job without a size (no duration, no iterations) is
+    convergence-driven: an epoch is its profile's ``dataset_size`` x ``dataset_fraction`` samples
+    at its batch, and its work is E such epochs.
     """
-    c = assignment.convergence
+    c = assignment.convergence or {}
     default = tuple(float(c.get("default_curve", {}).get(k, v)) for k, v in (("b0", 0.21), ("b1", 1.07), ("b2", 0.07)))
     threshold, relative = float(c.get("threshold", 0.01)), bool(c.get("relative", False))
     patience, noise, jitter = int(c.get("patience", 5)), float(c.get("noise", 0.02)), float(c.get("jitter", 0.2))
+    fraction = float(c.get("dataset_fraction", 1.0))
+    if not 0 < fraction <= 1:
+        raise ValueError(f"profile.convergence.dataset_fraction must be in (0, 1], got {fraction!r}")
     out = []
     for spec in jobs:
+        if spec.total_work > 0 and not sized_too:
+            out.append(spec)
+            continue
         prof = assignment.zoo.profiles.get(spec.profile)
         base = tuple(prof.convergence[k] for k in ("b0", "b1", "b2")) if prof and prof.convergence else default
         b = tuple(float(x) for x in np.asarray(base) * np.exp(jitter * rng.standard_normal(3)))
         epochs = epochs_to_converge(b, threshold, relative, patience)
-        out.append(replace(spec, curve=LossCurve(b, spec.total_work / epochs, epochs, noise,
-                                                 int(rng.integers(2**62)))))
+        if spec.total_work > 0:
+            per_epoch = spec.total_work / epochs
+        elif prof is not None and prof.dataset_size:
+            per_epoch = prof.dataset_size * fraction / prof.batch(spec)
+            spec = replace(spec, total_work=epochs * per_epoch)
+        else:
+            raise TraceError(f"{source}: row {spec.index} (job {spec.job_id!r}): no duration or iterations, and "
+                             f"profile {spec.profile!r} has no dataset_size to size it by its loss curve")
+        out.append(replace(spec, curve=LossCurve(b, per_epoch, epochs, noise, int(rng.integers(2**62)))))
     return out
 
 
@@ -107,6 +126,8 @@ class LossFitter:
         y = np.asarray(losses, dtype=np.float64)
         if len(y) < 3:
             raise ValueError(f"the loss fit needs at least 3 epochs, got {len(y)}")
+        if not (np.isfinite(y).all() and (y > 0).all()):
+            raise ValueError("the loss fit needs finite losses > 0 (Eq. 1 is positive)")
         y = smooth_outliers(y, self.window)
         self.scale = float(y.max())
         y = y / self.scale

@@ -87,7 +87,7 @@ class ModelCosts:
     stop_resume_s: float = 44.0          # checkpoint, teardown, restart, restore (EDL Table 2, stop-resume)
     stop_free_prepare_s: float = 20.33   # new workers prepare while old ones train (Table 3 T_out - Table 2 T_s)
     stop_free_pause_s: float = 0.67      # model broadcast, the only stop (EDL Table 2)
-    scale_in_s: float = 1.8              # graceful exit, remaining workers do not stop (EDL Table 3)
+    scale_in_s: float = 1.8              # graceful exit end to end, remaining workers do not stop (EDL Table 3)
     checkpoint_gb: float = 0.1           # checkpoint size, for flash-checkpoint copies
 
     @classmethod
@@ -117,8 +117,9 @@ class MechanismOverhead:
       makes no progress for the model's ``stop_resume_s`` (EDL Table 2; Optimus §5.4).
     - ``stop_free`` (EDL §4.2): scale-out and migration keep the running workers training while
       the new ones prepare (``stop_free_prepare_s``) and stop only for the broadcast
-      (``stop_free_pause_s``); scale-in is a graceful exit (``exit_allowance_s`` at the old
-      rate, nothing lost). A resume after preemption is a stop-resume restart.
+      (``stop_free_pause_s``); scale-in is a graceful exit: the remaining workers never stop,
+      the operation is in flight for the model's ``scale_in_s`` (EDL Table 3), nothing is
+      lost. A resume after preemption is a stop-resume restart.
     - ``sidecar`` (seed 003, §II-C fit): the training process restarts inside its container,
       ``sidecar_base_s + sidecar_per_gpu_s * N`` (≈ 17 + 5·N s); adding GPUs on another host
       needs a pod restart.
@@ -137,7 +138,6 @@ class MechanismOverhead:
     mechanism: str
     costs_of: CostsOf = lambda spec: DEFAULT_COSTS
     charge_start: bool = True
-    exit_allowance_s: float = 0.5        # EDL §4.2 switch allowance T_a (500 ms)
     sidecar_base_s: float = 17.0         # SideCar §II-C: 27 s at 2 GPUs, 37 s at 4 (notes/sidecar.md §3.6)
     sidecar_per_gpu_s: float = 5.0
     pod_kill_s: float = 30.0             # SideCar §II-C: 204 s - 174 s
@@ -171,7 +171,7 @@ class MechanismOverhead:
             return Transition(pause_s=c.stop_resume_s)
         if m == "stop_free":
             if change is Change.SCALE_IN:
-                return Transition(prepare_s=self.exit_allowance_s)
+                return Transition(prepare_s=c.scale_in_s)
             return Transition(prepare_s=c.stop_free_prepare_s, pause_s=c.stop_free_pause_s)
         # flash_checkpoint
         a, b = task_counts(old), task_counts(new)

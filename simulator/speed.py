@@ -26,6 +26,7 @@ from scipy.optimize import nnls
 from simulator.job import Allocation, JobSpec, nodes_of, task_counts
 
 Sample = tuple[tuple, float]
+PRIOR_WEIGHT = 1e-3   # a prior row's weight relative to a sample's (squared: 10^-6)
 
 
 class SpeedModel(Protocol):
@@ -71,14 +72,29 @@ class _Linearised:
     def time_from_rate(self, x: tuple, rate: float) -> float:
         return 1.0 / rate
 
-    def fit(self, samples: Sequence[Sample], min_samples: int | None = None) -> "_Linearised":
-        """NNLS fit; fewer samples than coefficients only when ``min_samples`` allows it (the
-        solution then reproduces the samples with NNLS's sparse split of the terms)."""
+    def fit(self, samples: Sequence[Sample], min_samples: int | None = None,
+            shares: Sequence[float] | None = None) -> "_Linearised":
+        """NNLS fit; fewer samples than coefficients only when ``min_samples`` allows it.
+
+        ``shares`` (one weight per term) is a weak prior for what the samples cannot separate:
+        the split of the first sample's time per iteration among the terms. The fit stays on
+        the samples (in squared error they weigh 10^6 times the prior) and, among the coefficients that
+        reproduce them, takes the nearest to that split; without it NNLS's sparse solution drops
+        terms the samples do not need.
+        """
         samples = _checked(samples, self, min_samples)
         a = np.array([self.design(tuple(x)) for x, _ in samples], dtype=np.float64)
         y = np.array([self.time_from_rate(tuple(x), r) for x, r in samples], dtype=np.float64)
         w = 1.0 / y   # relative error in time per iteration
-        self.theta, _ = nnls(a * w[:, None], y * w)
+        a, y = a * w[:, None], y * w
+        if shares is not None:
+            d0 = a[0]                                  # first sample's terms, in units of its time
+            prior = _coefficients(shares, self.n_coef, "term shares")
+            with np.errstate(divide="ignore", invalid="ignore"):
+                target = np.where(d0 > 0, prior / prior.sum() / d0, 0.0)
+            a = np.vstack([a, PRIOR_WEIGHT * np.diag(d0)])
+            y = np.concatenate([y, PRIOR_WEIGHT * d0 * target])
+        self.theta, _ = nnls(a, y)
         return self
 
     def predict(self, xs) -> np.ndarray:
@@ -127,6 +143,8 @@ class DLRoverSpeed(_Linearised):
     where a1 = α_grad·m (Eq. 2), a2 = α_upd (Eq. 3), a3 = α_sync·M/B (Eq. 4), a4 = α_emb·m·D
     (Eq. 5) and b0 the sum of the β (not separately identifiable). A worker uses at most
     ``worker_cpu_cap`` cores (DLRover §4.1's ŵ: CPU beyond what a worker needs is idle).
+    ``fit(samples, shares=...)`` takes DLRover-RM Fig. 11's coefficients as the terms' relative
+    weights where a few published points cannot separate them (notes/dlrover.md A1).
     """
 
     n_coef = 5

@@ -10,8 +10,9 @@ Tiresias draw the model of a trace job uniformly from the TensorFlow benchmark m
 §6.1 uniformly from its Table 1). Its work is then ``duration × rate`` at the requested task
 counts placed packed (fewest nodes, largest nodes first), so that the job run alone on an
 empty cluster, where a packing placement puts it, takes exactly its recorded duration. A job
-with iterations but no duration (Gavel, Pollux) keeps its iterations and gets the duration
-its profile's speed gives. docs/models/workload.md has the details.
+with iterations but no duration (Gavel) keeps its iterations and gets the duration its
+profile's speed gives. A job with neither (Optimus's workload) is convergence-driven: its true
+loss curve and its profile's dataset size give its work. docs/models/workload.md has the details.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ class Assignment:
     zoo: object                                   # simulator.profiles.Zoo
     pool: dict[str, list[str]] = field(default_factory=dict)   # family -> profile names
     unknown: str = "random"                       # a model name without a profile: random | error
-    convergence: dict | None = None               # simulator.convergence.assign options
+    convergence: dict | None = None               # simulator.convergence.assign_curves options
 
     def __post_init__(self):
         if self.unknown not in ("random", "error"):
@@ -46,6 +47,11 @@ class Assignment:
             for n in names:
                 if self.zoo.profile(n).family != family:
                     raise ValueError(f"profile.pool.{family}: {n!r} is a {self.zoo.profile(n).family} profile")
+
+    @property
+    def curves_for_all(self) -> bool:
+        """Every job carries a loss curve (else only the jobs without a size, which need one)."""
+        return bool((self.convergence or {}).get("enabled"))
 
     @classmethod
     def from_config(cls, cfg: dict | None) -> "Assignment | None":
@@ -87,10 +93,15 @@ def build_jobs(table: pa.Table, source: str = "trace", assignment: Assignment | 
         else:
             spec = _with_profile(spec, assignment, rng, cluster, rates, where)
         jobs.append(spec)
-    if assignment and assignment.convergence and assignment.convergence.get("enabled"):
+    if assignment and (assignment.curves_for_all or any(s.total_work == 0 for s in jobs)):
         from simulator.convergence import assign_curves
-        jobs = assign_curves(jobs, assignment, component_rng(seed, "convergence"))
+        jobs = assign_curves(jobs, assignment, component_rng(seed, "convergence"), source, assignment.curves_for_all)
+        jobs = [s if s.duration is not None else replace(s, duration=s.total_work / rates[_rate_key(s)]) for s in jobs]
     return jobs
+
+
+def _rate_key(spec: JobSpec) -> tuple:
+    return spec.profile, spec.batch_size, spec.roles
 
 
 def family_of(roles) -> str:
@@ -108,18 +119,19 @@ def _with_profile(spec: JobSpec, a: Assignment, rng, cluster, rates: dict, where
         if not pool:
             raise TraceError(f"{where}: no {family} profile to draw from (profile.pool.{family} is empty)")
         prof = a.zoo.profile(pool[int(rng.integers(len(pool)))])
-    key = (prof.name, spec.batch_size, spec.roles)
+    spec = replace(spec, profile=prof.name)
+    key = _rate_key(spec)
     rate = rates.get(key)
     if rate is None:
-        rate = rates[key] = a.zoo.speed.rate(replace(spec, profile=prof.name), packed(spec, cluster), cluster)
+        rate = rates[key] = a.zoo.speed.rate(spec, packed(spec, cluster), cluster)
     if not rate > 0:
         raise TraceError(f"{where}: profile {prof.name!r} gives no speed at the requested allocation "
                          f"{spec.requested_counts()}")
     if spec.duration is not None:
-        return replace(spec, profile=prof.name, total_work=spec.duration * rate)
+        return replace(spec, total_work=spec.duration * rate)
     if spec.total_work > 0:
-        return replace(spec, profile=prof.name, duration=spec.total_work / rate)
-    raise TraceError(f"{where}: neither a duration nor iterations to size the job")
+        return replace(spec, duration=spec.total_work / rate)
+    return spec   # convergence-driven: its loss curve sizes it (simulator.convergence.assign_curves)
 
 
 def packed(spec: JobSpec, cluster) -> dict:

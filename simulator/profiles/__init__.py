@@ -46,18 +46,23 @@ class Profile:
     model: object = None                               # AllReduceSpeed | DLRoverSpeed | TableSpeed
     tables: dict = field(default_factory=dict)         # batch -> TableSpeed over (gpus,) (gpu tables)
     gpus_per_node: int = 8                             # of the testbed a table was measured on
+    dataset_size: float | None = None                  # samples per epoch (sizes convergence-driven jobs)
     source: str = ""
+
+    def batch(self, spec: JobSpec) -> float:
+        """The job's global batch: the trace's, else the profile's."""
+        return float(spec.batch_size or self.batch_size)
 
     def rate(self, spec: JobSpec, counts: dict[str, int], nodes: int) -> float:
         """Iterations/s with ``counts`` tasks per role spread over ``nodes`` nodes."""
-        batch = float(spec.batch_size or self.batch_size)
+        batch = self.batch(spec)
         if self.family == "ps":
             p, w = counts.get("ps", 0), counts.get("worker", 0)
             if p == 0 or w == 0:
                 return 0.0
             if self.speed_kind == "dlrover":
                 return float(self.model.predict((w, p, self._cpu(spec, "worker"), self._cpu(spec, "ps")))[0])
-            return float(self.model.predict((p, w))[0]) / self.batch_size   # grid in samples/s
+            return float(self.model.predict((p, w))[0]) / batch   # grid in samples/s, global batch M (Eq. 4)
         n = counts.get(scaling_role(spec), 0)
         if n == 0:
             return 0.0
@@ -65,6 +70,11 @@ class Profile:
             return float(self.model.predict((n, nodes, batch))[0])
         row = min(self.tables, key=lambda b: (abs(math.log(b / batch)), b))
         return float(self.tables[row].predict((n,))[0]) * row / batch   # same samples/s at another batch
+
+    def table_samples(self) -> list[tuple[tuple, float]]:
+        """The measured GPU-table points as all-reduce samples ((GPUs, nodes packed, batch), it/s)."""
+        return [((n[0], math.ceil(n[0] / self.gpus_per_node), b), v)
+                for b, t in self.tables.items() for n, v in zip(t.keys, t.values)]
 
     def _cpu(self, spec: JobSpec, role: str) -> float:
         try:
@@ -153,9 +163,13 @@ def _build(name: str, raw: dict, built: dict, chain: tuple) -> Profile:
         costs = ModelCosts.from_dict(body.get("overhead"), where)
     except ValueError as e:
         raise ProfileError(str(e)) from None
+    dataset = body.get("dataset_size")
+    if dataset is not None and (not isinstance(dataset, (int, float)) or dataset <= 0):
+        raise ProfileError(f"{where}: dataset_size must be a number > 0 (samples per epoch), got {dataset!r}")
     prof = Profile(name=name, family=family, batch_size=float(batch), speed_kind=speed["kind"], costs=costs,
                    tasks=body.get("tasks") or {}, convergence=_convergence(body.get("convergence"), where),
-                   aliases=tuple(body.get("aliases") or ()), source=str(path.name))
+                   aliases=tuple(body.get("aliases") or ()), dataset_size=None if dataset is None else float(dataset),
+                   source=str(path.name))
     kind = speed["kind"]
     if kind == "dlrover":
         prof.model = _dlrover(speed, where)
@@ -214,7 +228,10 @@ def _dlrover(speed, where) -> DLRoverSpeed:
     if not isinstance(pts, list) or not pts or any(not isinstance(r, list) or len(r) != 5 for r in pts):
         raise ProfileError(f"{where}: speed.points must be rows [workers, PS, worker CPU, PS CPU, steps/s]")
     model = DLRoverSpeed(worker_cpu_cap=float(speed.get("worker_cpu_cap", math.inf)))
-    return model.fit([(tuple(r[:4]), r[4]) for r in pts], min_samples=1)   # as few points as published
+    try:   # as few points as published; `shares` splits what they cannot separate
+        return model.fit([(tuple(r[:4]), r[4]) for r in pts], min_samples=1, shares=speed.get("shares"))
+    except ValueError as e:
+        raise ProfileError(f"{where}: speed: {e}") from None
 
 
 def _allreduce(speed, prof: Profile, raw, built, chain, where) -> AllReduceSpeed:
@@ -233,9 +250,7 @@ def _allreduce(speed, prof: Profile, raw, built, chain, where) -> AllReduceSpeed
         prof.gpus_per_node = base.gpus_per_node
         model = AllReduceSpeed([c * fl, f, s, ai * mb, ae * mb])
     elif prof.tables:
-        samples = [((n[0], math.ceil(n[0] / prof.gpus_per_node), b), v)
-                   for b, t in prof.tables.items() for n, v in zip(t.keys, t.values)]
-        model = AllReduceSpeed().fit(samples)
+        model = AllReduceSpeed().fit(prof.table_samples())
     elif "theta" in speed:
         model = AllReduceSpeed(speed["theta"])
     else:

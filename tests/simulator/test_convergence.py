@@ -130,6 +130,8 @@ def test_remaining_epochs_aim_at_the_looser_threshold_first():
         late.total_epochs(0.01, False, 5) - (loose + 1)
 
 
-def test_the_fit_needs_three_epochs():
+def test_the_fit_needs_three_epochs_of_positive_losses():
     with pytest.raises(ValueError, match="at least 3 epochs"):
         LossFitter().fit([1.0, 0.9])
+    with pytest.raises(ValueError, match="finite losses > 0"):
+        LossFitter().fit([1.0, 0.9, 0.0])

@@ -71,6 +71,10 @@ def write(tmp_path, name, text):
      "unknown overhead key"),
     ("m: {family: gpu, batch_size: 8, speed: {kind: allreduce, theta: [1, 1, 1, 1, 1]}, convergence: {b0: 1}}",
      "convergence needs b0, b1, b2"),
+    ("m: {family: ps, batch_size: 8, dataset_size: 0, speed: {kind: table, grid: {p: [1], w: [1], "
+     "samples_per_s: [[1.0]]}}}", "dataset_size must be a number > 0"),
+    ("m: {family: ps, batch_size: 8, speed: {kind: dlrover, shares: [1, 2], points: [[1, 1, 4, 4, 2.0]]}}",
+     "speed: term shares: need 5 finite numbers"),
 ])
 def test_bad_profile_files_are_named(tmp_path, text, message):
     path = write(tmp_path, "bad.yaml", text)

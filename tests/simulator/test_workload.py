@@ -101,3 +101,42 @@ def test_without_a_zoo_work_is_the_trace_iterations_or_duration():
 def test_pool_entries_must_belong_to_their_family():
     with pytest.raises(ValueError, match="profile.pool.gpu: 'wide_deep' is a ps profile"):
         Assignment.from_config({**ZOO_CFG, "pool": {"gpu": ["wide_deep"]}})
+
+
+def test_jobs_without_duration_or_iterations_are_sized_by_their_loss_curve():
+    roles = [Role("ps", 1, 0.0, 3, 9), Role("worker", 1, 1.0, 2, 8)]
+    table = build_table({"job_id": ["a", "b"], "submit_time": [0.0, 5.0], "model": ["Sequence-to-Sequence", "dssm"],
+                         "roles": [roles, roles]})
+    cl = Cluster([NodeGroup(2, 4, 32, 256)])
+    a, b = build_jobs(table, "opt", ASSIGN, cl, seed=4)
+    assert a.profile == "seq2seq" and a.curve is not None
+    assert a.curve.iters_per_epoch == pytest.approx(1_000_000 / 64)             # Optimus Table 1 / batch
+    assert a.total_work == pytest.approx(a.curve.epochs * a.curve.iters_per_epoch)
+    assert a.duration == pytest.approx(a.total_work / (276.7 / 64))              # measured (1 PS, 1 worker)
+    (st,) = run_alone([a], cl)
+    assert st.end_time == pytest.approx(a.duration, rel=1e-9)                    # done at its convergence epoch
+    assert len(a.curve.observations(st.progress)) == a.curve.epochs
+    assert [s.total_work for s in build_jobs(table, "opt", ASSIGN, cl, seed=4)] == [a.total_work, b.total_work]
+    half = Assignment.from_config({**ZOO_CFG, "convergence": {"dataset_fraction": 0.5}})
+    (a2, _) = build_jobs(table, "opt", half, cl, seed=4)
+    assert a2.total_work == pytest.approx(a.total_work / 2)
+
+
+def test_a_job_without_size_needs_a_profile_with_a_dataset_size():
+    table = build_table({"job_id": ["a"], "submit_time": [0.0], "model": ["bert"],
+                         "roles": [[Role("worker", 1, 1.0)]]})
+    with pytest.raises(TraceError, match=r"t: row 0 \(job 'a'\): no duration or iterations, and profile 'bert' "
+                                         "has no dataset_size"):
+        build_jobs(table, "t", ASSIGN)
+
+
+def test_the_synthetic_optimus_workload_is_sized_by_convergence_and_keeps_its_duration_alone():
+    from simulator.rng import component_rng
+    from traces import synthetic
+    table = synthetic.generate(component_rng(0, "trace.synthetic"), generator="optimus", jobs=20)
+    cl = Cluster([NodeGroup(6, 2, 16, 48)])                     # Optimus's GPU servers (§6.1)
+    frac = Assignment.from_config({**ZOO_CFG, "convergence": {"dataset_fraction": 0.01}})
+    for spec in build_jobs(table, "optimus", frac, cl, seed=0):
+        assert spec.curve is not None and spec.total_work > 0 and spec.profile in frac.pool["ps"]
+        (st,) = Engine([spec], cl, Fifo(), speed=frac.zoo.speed, progress=False).run().states
+        assert st.end_time - spec.submit_time == pytest.approx(spec.duration, rel=1e-9)
