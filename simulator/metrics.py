@@ -79,7 +79,7 @@ class Recorder:
             "model": pa.array(col(lambda s: s.spec.model), pa.string()),
             "profile": pa.array(col(lambda s: s.spec.profile), pa.string()),
             "num_gpus": pa.array(col(lambda s: s.spec.num_gpus), pa.float64()),
-            "trace_duration": pa.array(col(lambda s: s.spec.duration), pa.float64()),
+            "duration_alone": pa.array(col(lambda s: s.spec.duration), pa.float64()),  # run alone at its request
             "submit_time": pa.array(submit, pa.float64()),
             "first_start": pa.array(first, pa.float64()),
             "end_time": pa.array(end, pa.float64()),
@@ -123,6 +123,7 @@ class Recorder:
         done = [s for s in self.states if s.status is Status.FINISHED]
         jct = np.array([s.end_time - s.spec.submit_time for s in done])
         queue = np.array([s.first_start - s.spec.submit_time for s in done])
+        slowdown = jct / np.array([s.spec.duration for s in done]) if done else jct
         start = min((s.spec.submit_time for s in self.states), default=0.0)
         end = max((s.end_time for s in done), default=start) if len(done) == len(self.states) else self.end_time
         stats = lambda a, p: float(np.percentile(a, p)) if len(a) else None  # noqa: E731
@@ -134,6 +135,8 @@ class Recorder:
             "jct_median": stats(jct, 50),
             "jct_p95": stats(jct, 95),
             "jct_p99": stats(jct, 99),
+            "slowdown_mean": float(slowdown.mean()) if len(slowdown) else None,
+            "slowdown_p95": stats(slowdown, 95),
             "queueing_delay_mean": float(queue.mean()) if len(queue) else None,
             "queueing_delay_p95": stats(queue, 95),
             "makespan": end - start,
@@ -186,6 +189,7 @@ def format_summary(summary: dict) -> str:
         ("jobs finished", f"{summary['jobs_finished']} / {summary['jobs']}"),
         ("JCT mean / median (s)", _pair(summary["jct_mean"], summary["jct_median"])),
         ("JCT p95 / p99 (s)", _pair(summary["jct_p95"], summary["jct_p99"])),
+        ("slowdown mean / p95", _pair(summary["slowdown_mean"], summary["slowdown_p95"], "{:,.2f}")),
         ("queueing delay mean (s)", _num(summary["queueing_delay_mean"])),
         ("makespan (s)", _num(summary["makespan"])),
         ("GPU / CPU / mem util", " / ".join(_pct(summary[f"{r}_util_mean"]) for r in ("gpu", "cpu", "mem"))),
@@ -196,12 +200,12 @@ def format_summary(summary: dict) -> str:
     return "\n".join(f"{k:<{width}}  {v}" for k, v in rows)
 
 
-def _num(x) -> str:
-    return "-" if x is None else f"{x:,.1f}"
+def _num(x, fmt: str = "{:,.1f}") -> str:
+    return "-" if x is None else fmt.format(x)
 
 
-def _pair(a, b) -> str:
-    return f"{_num(a)} / {_num(b)}"
+def _pair(a, b, fmt: str = "{:,.1f}") -> str:
+    return f"{_num(a, fmt)} / {_num(b, fmt)}"
 
 
 def _pct(x) -> str:

@@ -26,7 +26,7 @@ def test_run_on_the_tiresias_trace_writes_outputs_and_prints_the_summary(tmp_pat
     assert summary["jobs_finished"] == len(jobs) == 60
     assert summary["jct_mean"] == pytest.approx(jobs["jct"].mean())
     assert summary["makespan"] == pytest.approx(jobs["end_time"].max() - jobs["submit_time"].min())
-    assert (jobs["jct"] >= jobs["trace_duration"] - 1e-9).all()
+    assert (jobs["jct"] >= jobs["duration_alone"] - 1e-9).all()
     assert (jobs["queueing_delay"] >= 0).all()
     assert set(jobs.columns) >= {"job_id", "submit_time", "first_start", "end_time", "jct", "queueing_delay",
                                  "gpu_seconds", "preemptions", "rescales", "overhead_s", "status"}
@@ -71,3 +71,15 @@ def test_collect_gathers_a_sweep_into_one_dataset(tmp_path):
     assert sorted(runs.column("seed").to_pylist()) == [0, 0, 1, 1]
     assert set(runs.column("policy").to_pylist()) == {"fifo"}
     assert (sweep / "collected" / "runs.parquet").exists()
+
+
+def test_summary_slowdown_is_jct_over_the_duration_alone(tmp_path):
+    out = tmp_path / "run"
+    p = clustersim("cluster.groups=[{count:2,gpus:4,cpus:40,mem:256}]", f"hydra.run.dir={out}", cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    summary = json.loads((out / "summary.json").read_text())
+    jobs = pq.read_table(out / "jobs.parquet").to_pandas()
+    slowdown = jobs["jct"] / jobs["duration_alone"]
+    assert summary["slowdown_mean"] == pytest.approx(slowdown.mean())
+    assert summary["slowdown_mean"] > 1.5  # 60 jobs on 8 GPUs queue
+    assert "slowdown mean / p95" in p.stdout
