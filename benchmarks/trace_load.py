@@ -42,8 +42,9 @@ def elasticflow(cache_dir: str) -> None:
 
 def write_philly(path: Path, megabytes: float) -> int:
     """Repeat the sample's jobs with new ids until the file reaches the size. Each attempt's
-    server list is widened to 12 servers, so that a job takes several KB as in the real log
-    (about 1 GB for 117,325 jobs, mostly server and GPU lists)."""
+    server list is widened to 12 servers (about 1 KB a job). The real log holds 117,325 jobs
+    in about 1 GB, so this file holds some 8 times more jobs per byte: memory, which grows
+    with the jobs kept, is tested harder than the real log would test it."""
     sample = json.loads((traces.DATA / "samples/philly/cluster_job_log").read_text())
     for job in sample:
         for a in job["attempts"]:

@@ -1,17 +1,17 @@
 """Converted traces cached as Parquet, keyed by the source files' content and the options.
 
 The key hashes the format, every input file's bytes (SHA-256), the load options, the
-canonical schema and the reader's own source code, so a changed file, option or reader
-makes a new entry. The rejects and drop counts of the load travel in the file's metadata,
-so a cached load reports exactly what the first one did.
+canonical schema and the source code of the reader and of the helpers it parses with, so a
+changed file, option or reader makes a new entry. The rejects and drop counts of the load
+travel in the file's metadata, so a cached load reports exactly what the first one did.
 """
 
 from __future__ import annotations
 
 import hashlib
+import importlib
 import json
 import os
-import sys
 from pathlib import Path
 
 import pyarrow as pa
@@ -22,6 +22,7 @@ from traces.schema import JOB_TABLE
 
 ENV = "CLUSTERSIM_CACHE"
 META = b"clustersim.load"
+SHARED = ("traces.csvrows", "traces.collect", "traces.schema")  # the parsing code every reader runs
 
 
 def default_dir() -> Path:
@@ -42,7 +43,7 @@ def file_digest(path: Path) -> str:
 
 
 def key(fmt: str, module: str, files: dict[str, Path], options: dict, on_bad_row: str) -> str:
-    code = Path(sys.modules[module].__file__).read_bytes()
+    code = b"".join(Path(importlib.import_module(m).__file__).read_bytes() for m in (module, *SHARED))
     parts = {"format": fmt, "files": {k: file_digest(p) for k, p in sorted(files.items())},
              "options": options, "on_bad_row": on_bad_row, "schema": JOB_TABLE.to_string(),
              "reader": hashlib.sha256(code).hexdigest()}

@@ -110,8 +110,10 @@ def choice(path: Path, line: int, field: str, value: str, mapping: Mapping[str, 
 TIME_FORMAT = "%Y-%m-%d %H:%M:%S"
 
 
-def timestamp(path: Path, line: int | None, field: str, value: str, fmt: str = TIME_FORMAT) -> float:
-    """Seconds of a ``YYYY-MM-DD HH:MM:SS`` wall-clock time (read as UTC: only differences matter)."""
+def timestamp(path: Path | str, line: int | None, field: str, value: str, fmt: str = TIME_FORMAT) -> float:
+    """Seconds of a ``YYYY-MM-DD HH:MM:SS`` wall-clock time (read as UTC: only differences matter).
+
+    ``path`` only names the place in an error: a file, or a longer location such as a JSON job."""
     try:
         s = value.strip()
         t = datetime.fromisoformat(s) if fmt == TIME_FORMAT and len(s) == 19 and s[10] == " " \

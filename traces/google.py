@@ -44,7 +44,10 @@ class Events:
     tiers: tuple[tuple[int, str], ...]  # (highest priority of the tier, tier name)
 
 
-V2011 = Events(submit=0, schedule=1, known=frozenset(range(9)), tiers=((1, "free"), (8, "middle"), (11, "production")),
+# Tiers: ClusterData2011_2.md ("0 and 1 are free priorities; 9, 10 and 11 are production
+# priorities"; it also names 12 "monitoring"); v3 document for 2019 (notes/traces.md §3a).
+V2011 = Events(submit=0, schedule=1, known=frozenset(range(9)),
+               tiers=((1, "free"), (8, "middle"), (11, "production"), (2**31, "monitoring")),
                terminal={2: "killed", 3: "failed", 4: "completed", 5: "killed", 6: "unknown"})
 V2019 = Events(submit=0, schedule=3, known=frozenset(range(11)),
                tiers=((99, "free"), (115, "best_effort_batch"), (119, "mid"), (200, "production"), (2**31, "monitoring")),

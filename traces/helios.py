@@ -3,7 +3,7 @@ SenseTime, SC'21; CC-BY 4.0).
 
 ``job_id,user,vc,gpu_num,cpu_num,node_num,state,submit_time,start_time,end_time,duration,queue``:
 times ``YYYY-MM-DD HH:MM:SS``; ``duration`` = end − start and ``queue`` = start − submit in
-seconds (both checked against the times); ``gpu_num`` 0 is a CPU job. Times are made
+seconds (both checked against the times where present); ``gpu_num`` 0 is a CPU job. Times are made
 relative to the first submission. See docs/traces/helios.md.
 """
 
@@ -43,6 +43,8 @@ def read(path: Path, *, bad: BadRows, never_ran: str = "drop", mem_per_cpu: floa
                 duration = None
             else:
                 duration = _duration(path, line, r, start, end)
+            if start is not None:
+                _check_queue(path, line, r, submit, start)
             if gpus > 0:
                 roles = [gpu_worker_role(gpus, cpus / gpus, mem_per_cpu * cpus / gpus)]
             else:
@@ -62,6 +64,16 @@ def _duration(path: Path, line: int, r: dict, start: float, end: float) -> float
         raise TraceError(f"{path}: line {line}: field 'duration': {given:g} s, but end_time - start_time is "
                          f"{end - start:g} s", line=line, field="duration")
     return end - start
+
+
+def _check_queue(path: Path, line: int, r: dict, submit: float, start: float) -> None:
+    """``queue`` (optional column) must equal start − submit: a mismatch means shifted columns."""
+    if _blank(r.get("queue") or ""):
+        return
+    given = number(path, line, "queue", r["queue"], minimum=0)
+    if abs(given - (start - submit)) > TOLERANCE_S:
+        raise TraceError(f"{path}: line {line}: field 'queue': {given:g} s, but start_time - submit_time is "
+                         f"{start - submit:g} s", line=line, field="queue")
 
 
 def _blank(value: str) -> bool:

@@ -74,6 +74,10 @@ def _stream(path: Path, bad: BadRows) -> Iterator[tuple[int, object]]:
     """``(job number from 1, job)`` of the JSON array; a truncated or malformed file stops
     the stream with an error (or, under ``skip``, one reject for the unreadable rest)."""
     with open(path, "rb") as f:
+        head = f.read(64).lstrip()
+        if head and not head.startswith(b"["):
+            raise TraceError(f"{path}: expected one JSON array of jobs, the file starts with {head[:20]!r}")
+        f.seek(0)
         items = ijson.items(f, "item", use_float=True)
         i = 0
         while True:
@@ -173,7 +177,7 @@ def _time(where: str, field: str, value: object) -> float | None:
         return None
     if not isinstance(value, str):
         raise TraceError(f"{where}: field {field!r}: expected a time string, got {value!r}", field=field)
-    return timestamp(Path(where), None, field, value)
+    return timestamp(where, None, field, value)
 
 
 def _opt_str(value: object) -> str | None:

@@ -41,7 +41,7 @@ def poisson_arrivals(rng: np.random.Generator, n: int, rate_per_hour: float) -> 
 
 def diurnal_arrivals(rng: np.random.Generator, n: int, rate_per_hour: float, amplitude: float = 0.5,
                      peak_hour: float = 14.0) -> np.ndarray:
-    """``n`` arrivals of a Poisson process whose rate follows the day:
+    """``n`` arrivals of a Poisson process whose rate follows the day, from t = 0 (midnight):
     rate(t) = rate_per_hour × (1 + amplitude × cos(2π (t − peak) / 1 day)), by thinning."""
     if not 0 <= amplitude <= 1:
         raise TraceError(f"synthetic: amplitude must be in [0, 1], got {amplitude}")
@@ -54,8 +54,7 @@ def diurnal_arrivals(rng: np.random.Generator, n: int, rate_per_hour: float, amp
         rate = rate_per_hour / 3600.0 * (1 + amplitude * math.cos(2 * math.pi * (t - peak_hour * 3600) / DAY_S))
         if rng.random() * peak_rate <= rate:
             out.append(t)
-    out = np.array(out)
-    return out - out[0] if n else out
+    return np.array(out)  # not shifted to 0: the peak stays at peak_hour of every simulated day
 
 
 def arrivals(rng: np.random.Generator, n: int, process: str = "poisson", **params) -> np.ndarray:

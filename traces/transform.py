@@ -39,7 +39,7 @@ def window(table: pa.Table, *, rng=None, start: float = 0.0, end: float | None =
             raise TraceError(f"window: end ({end}) must be after start ({start})")
         keep = pc.and_(keep, pc.less(table["submit_time"], end))
     table = table.filter(keep)
-    return map_times(table, 1.0, -start) if rebase and start else table
+    return retime(table, pc.subtract(table["submit_time"], start)) if rebase and start else table
 
 
 def sample(table: pa.Table, *, rng, n: int | None = None, fraction: float | None = None, how: str = "first"):
@@ -62,10 +62,12 @@ def sample(table: pa.Table, *, rng, n: int | None = None, fraction: float | None
 
 
 def scale_load(table: pa.Table, *, rng=None, factor: float):
-    """Arrival rate × ``factor``: every absolute time (submission, start, deadline, attempts) / factor."""
+    """Arrival rate × ``factor``: submission times / factor. A job's other times move with its
+    submission, so that its deadline slack, queueing and attempts keep their lengths (its
+    duration is kept too: only the arrivals are compressed)."""
     if not factor > 0:
         raise TraceError(f"scale_load: factor must be > 0, got {factor}")
-    return map_times(table, 1.0 / factor, 0.0)
+    return retime(table, pc.divide(table["submit_time"], float(factor)))
 
 
 def tenants(table: pa.Table, *, rng=None, keep: list[str] | None = None, drop: list[str] | None = None):
@@ -77,16 +79,22 @@ def tenants(table: pa.Table, *, rng=None, keep: list[str] | None = None, drop: l
     return table.filter(mask if keep is not None else pc.invert(mask))
 
 
-def map_times(table: pa.Table, scale: float, shift: float) -> pa.Table:
-    """Every absolute time t of the table becomes t × scale + shift."""
-    out = table
-    for name in ("submit_time", "start_time", "deadline"):
-        i = out.schema.get_field_index(name)
-        out = out.set_column(i, out.schema.field(name), pc.add(pc.multiply(out[name], scale), shift))
-    attempts = [None if a is None else [{k: None if v is None else v * scale + shift for k, v in x.items()} for x in a]
-                for a in out["attempts"].to_pylist()]
-    i = out.schema.get_field_index("attempts")
-    return out.set_column(i, out.schema.field("attempts"), pa.array(attempts, out.schema.field("attempts").type))
+def retime(table: pa.Table, submit) -> pa.Table:
+    """New submission times; every other absolute time of a job (start, deadline, attempts)
+    moves by the same amount as its submission."""
+    delta = pa.array(np.asarray(pc.subtract(submit, table["submit_time"])))
+    out = _set(table, "submit_time", submit)
+    for name in ("start_time", "deadline"):
+        out = _set(out, name, pc.add(out[name], delta))
+    if out["attempts"].null_count == out.num_rows:
+        return out
+    attempts = [None if a is None else [{k: None if v is None else v + d for k, v in x.items()} for x in a]
+                for a, d in zip(out["attempts"].to_pylist(), delta.to_pylist())]
+    return _set(out, "attempts", pa.array(attempts, out.schema.field("attempts").type))
+
+
+def _set(table: pa.Table, name: str, values) -> pa.Table:
+    return table.set_column(table.schema.get_field_index(name), table.schema.field(name), values)
 
 
 OPS = {"window": window, "sample": sample, "scale_load": scale_load, "tenants": tenants}
@@ -97,27 +105,19 @@ OVERSIZE = ("error", "drop", "clamp")
 def oversize(table: pa.Table, capacity: np.ndarray, rule: str = "error") -> tuple[pa.Table, dict]:
     """Jobs that could never fit the cluster (``capacity``: nodes × (GPU, CPU, GB)).
 
-    ``error`` names the first; ``drop`` removes them; ``clamp`` shrinks each role to what
-    the cluster holds (task count first, then a task's demand to the largest node), keeping
-    the recorded duration. Returns the table and {rule, count, job ids (first 20)}.
+    ``error`` names the first; ``drop`` removes them; ``clamp`` shrinks them (``_Fit.clamp``),
+    keeping the recorded duration. Returns the table and {rule, count, job ids (first 20)}.
     """
-    from simulator.cluster import tasks_per_node
-
     if rule not in OVERSIZE:
         raise TraceError(f"oversize must be one of {OVERSIZE}, got {rule!r}")
-    roles = table["roles"].to_pylist()
-    ids = table["job_id"].to_pylist()
-    largest = capacity.max(axis=0)
-    total_gpu = float(capacity[:, 0].sum())
+    fit = _Fit(capacity)
     bad, new_roles = [], []
-    for job_id, rs in zip(ids, roles):
-        fits = [int(tasks_per_node(capacity, (r["gpu"], r["cpu"], r["mem"])).sum()) for r in rs]
-        need_gpu = sum(r["min_count"] * r["gpu"] for r in rs)
-        if all(f >= r["min_count"] for f, r in zip(fits, rs)) and need_gpu <= total_gpu + 1e-9:
+    for job_id, rs in zip(table["job_id"].to_pylist(), table["roles"].to_pylist()):
+        if fit(rs):
             new_roles.append(rs)
             continue
         bad.append(job_id)
-        new_roles.append([_clamp(r, capacity, largest, total_gpu) for r in rs] if rule == "clamp" else rs)
+        new_roles.append(fit.clamp(job_id, rs) if rule == "clamp" else rs)
     record = {"rule": rule, "count": len(bad), "jobs": bad[:20]}
     if not bad:
         return table, record
@@ -126,20 +126,50 @@ def oversize(table: pa.Table, capacity: np.ndarray, rule: str = "error") -> tupl
                          "oversize rule to drop or clamp")
     if rule == "drop":
         return table.filter(pc.invert(pc.is_in(table["job_id"], value_set=pa.array(bad)))), record
-    i = table.schema.get_field_index("roles")
-    table = table.set_column(i, table.schema.field("roles"), pa.array(new_roles, table.schema.field("roles").type))
+    table = _set(table, "roles", pa.array(new_roles, table.schema.field("roles").type))
     gpus = pa.array([sum(r["count"] * r["gpu"] for r in rs) for rs in new_roles], pa.float64())
-    table = table.set_column(table.schema.get_field_index("num_gpus"), table.schema.field("num_gpus"), gpus)
-    return validate(table, "oversize clamp"), record
+    return validate(_set(table, "num_gpus", gpus), "oversize clamp"), record
 
 
-def _clamp(role: dict, capacity: np.ndarray, largest: np.ndarray, total_gpu: float) -> dict:
-    from simulator.cluster import tasks_per_node
+class _Fit:
+    """Whether a job fits the empty cluster: every task on some node, each role's tasks at
+    once, and all roles together within the cluster's total GPUs, cores and GB."""
 
-    demand = np.minimum([role["gpu"], role["cpu"], role["mem"]], largest)
-    fit = int(tasks_per_node(capacity, tuple(demand)).sum())
-    if demand[0] > 0:
-        fit = min(fit, int(total_gpu // demand[0]))
-    count = max(1, min(role["count"], fit))
-    return {**role, "gpu": float(demand[0]), "cpu": float(demand[1]), "mem": float(demand[2]), "count": count,
-            "min_count": min(role["min_count"], count), "max_count": max(min(role["max_count"], fit), count)}
+    def __init__(self, capacity: np.ndarray):
+        self.capacity, self.largest = capacity, capacity.max(axis=0)
+        self.total = capacity.sum(axis=0).tolist()
+        self._held: dict[tuple, int] = {}
+
+    def held(self, gpu: float, cpu: float, mem: float) -> int:
+        """Tasks of one demand the empty cluster holds (cached: jobs share a few demands)."""
+        from simulator.cluster import tasks_per_node
+
+        d = (gpu, cpu, mem)
+        if d not in self._held:
+            self._held[d] = int(tasks_per_node(self.capacity, d).sum())
+        return self._held[d]
+
+    def __call__(self, roles: list[dict], count: str = "min_count") -> bool:
+        if any(self.held(r["gpu"], r["cpu"], r["mem"]) < r[count] for r in roles):
+            return False
+        need = [sum(r[count] * r[k] for r in roles) for k in ("gpu", "cpu", "mem")]
+        return all(n <= t + 1e-9 for n, t in zip(need, self.total))
+
+    def clamp(self, job_id: str, roles: list[dict]) -> list[dict]:
+        """Each task's demand cut to the largest node, each role's count to what the cluster
+        holds, then tasks taken from the largest role until all roles fit together."""
+        out = []
+        for role in roles:
+            gpu, cpu, mem = (float(x) for x in np.minimum([role["gpu"], role["cpu"], role["mem"]], self.largest))
+            held = self.held(gpu, cpu, mem)
+            count = max(1, min(role["count"], held))
+            out.append({**role, "gpu": gpu, "cpu": cpu, "mem": mem, "count": count,
+                        "min_count": min(role["min_count"], count), "max_count": max(min(role["max_count"], held), count)})
+        while not self(out, "count"):
+            role = max(out, key=lambda r: r["count"])
+            if role["count"] == 1:
+                raise TraceError(f"job {job_id!r} does not fit the cluster even with one task per role; "
+                                 "set the trace's oversize rule to drop")
+            role["count"] -= 1
+            role["min_count"] = min(role["min_count"], role["count"])
+        return out

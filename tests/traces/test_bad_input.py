@@ -136,6 +136,9 @@ def test_helios_duration_must_match_times(tmp_path):
     p = edit(copy(S / "helios/cluster_log.csv", tmp_path), replace_in(2, ",7800,1", ",7000,1"))
     with pytest.raises(TraceError, match=r"line 2: field 'duration': 7000 s, but end_time - start_time is 7800 s"):
         traces.read("helios", p)
+    p = edit(copy(S / "helios/cluster_log.csv", tmp_path, "q.csv"), replace_in(3, ",990,120", ",990,12"))
+    with pytest.raises(TraceError, match=r"q.csv: line 3: field 'queue': 12 s, but start_time - submit_time is 120 s"):
+        traces.read("helios", p)
 
 
 def test_gavel_bad_rows(tmp_path):
@@ -155,6 +158,9 @@ def test_philly_json_errors(tmp_path):
         traces.read("philly", p)
     bad = BadRows("skip")
     assert traces.read("philly", p, bad=bad).num_rows == 3 and len(bad.rejects) == 1
+    p.write_text('{"jobs": ' + src.read_text() + "}")  # not the published layout: nothing may load silently
+    with pytest.raises(TraceError, match=r"cluster_job_log: expected one JSON array of jobs"):
+        traces.read("philly", p)
     p.write_text(src.read_text().replace('"status": "Failed"', '"status": 3'))
     with pytest.raises(TraceError, match=r"job 2 \(application_1506638472019_14201\): field 'status': unknown value 3"):
         traces.read("philly", p)
@@ -197,7 +203,13 @@ def test_google_errors(tmp_path):
     jobs = edit(copy(d / "job_events.csv", tmp_path, "j3.csv"), truncate_last)
     with pytest.raises(TraceError, match=r"j3.csv: line 12: expected 8 fields"):
         traces.read("google2011", jobs, task_events=d / "task_events.csv")
+    tasks = edit(copy(d / "task_events.csv", tmp_path), replace_in(5, ",9,0.0625,", ",9,lots,"))
+    with pytest.raises(TraceError, match=r"task_events.csv: line 5: field 'cpu_request': 'lots' is not a number"):
+        traces.read("google2011", d / "job_events.csv", task_events=tasks)
     e = S / "google2019"
+    inst = edit(copy(e / "instance_events.json", tmp_path, "i.json"), replace_in(2, '"cpus": 0.0393', '"cpus": "lots"'))
+    with pytest.raises(TraceError, match=r"i.json: line 2: field 'resource_request.cpus': 'lots' is not a number"):
+        traces.read("google2019", e / "collection_events.csv", instance_events=inst)
     inst = edit(copy(e / "instance_events.json", tmp_path), truncate_last)
     with pytest.raises(TraceError, match=r"instance_events.json: line 7: malformed JSON line"):
         traces.read("google2019", e / "collection_events.csv", instance_events=inst)

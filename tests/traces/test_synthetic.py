@@ -30,6 +30,9 @@ def test_philly_constants_match_a_refit_of_the_bundled_trace():
     for k, (mu, sigma) in synthetic.PHILLY_LOG_DURATION.items():
         logs = np.log(dur[gpus > 8] if k == "larger" else dur[gpus == k])
         assert abs(logs.mean() - mu) < 1e-4 and abs(logs.std() - sigma) < 1e-4
+    span_h = (max(t["submit_time"].to_pylist()) - min(t["submit_time"].to_pylist())) / 3600
+    assert abs(t.num_rows / span_h - synthetic.PHILLY_RATE_PER_HOUR) < 0.01
+    assert synthetic.DURATION_BOUNDS_S == (dur.min(), dur.max())
 
 
 def test_philly_generator_follows_the_fit():
@@ -47,6 +50,11 @@ def test_diurnal_arrivals_peak_at_the_peak_hour():
     hours = (np.array(t["submit_time"]) % 86400) // 3600
     counts = np.bincount(hours.astype(int), minlength=24)
     assert counts[14] > 3 * counts[2]  # rate 1.8x vs 0.2x the mean
+    # at a low rate the first arrival comes hours after midnight; the peak must not move with it
+    slow = gen(generator="philly", jobs=5000, arrival=dict(process="diurnal", rate_per_hour=2, amplitude=1,
+                                                          peak_hour=14))
+    hours = (np.array(slow["submit_time"]) % 86400) // 3600
+    assert 12 <= np.argmax(np.bincount(hours.astype(int), minlength=24)) <= 16
 
 
 def test_dlrover_ps_worker_jobs():
