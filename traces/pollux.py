@@ -3,9 +3,10 @@ siasosp23/artifacts ``sia-simulator/workloads/``).
 
 ``name,time,application,num_replicas,batch_size``: job name, submission time (s), the
 application (cifar10, ncf, deepspeech2, bert, imagenet, yolov3…), the initial GPU count and
-the initial global batch size. There is no duration: those simulators derive it from
-measured throughput and statistical efficiency of the application, so it stays null here
-until a workload model turns the application into work. See docs/traces/pollux.md.
+the initial global batch size. There is no duration: the Pollux simulator runs each job for
+its application's fixed number of epochs (``simulator/applications.py``), so the work is
+the iterations that takes at the job's batch size, and the model zoo turns it into time.
+See docs/traces/pollux.md.
 """
 
 from __future__ import annotations
@@ -15,19 +16,43 @@ from pathlib import Path
 from traces import register
 from traces.collect import BadRows, Jobs
 from traces.csvrows import number, rows, text
-from traces.schema import gpu_worker_role
+from traces.schema import TraceError, gpu_worker_role
 
 COLUMNS = ("name", "time", "application", "num_replicas", "batch_size")
 
+# Iterations to completion of each application in the Pollux simulator (petuum/adaptdl,
+# osdi21-artifact, simulator/traces/<app>/validation-<B>.csv: the ``iteration`` column at epoch
+# max_epochs - 1, with max_epochs from simulator/applications.py: bert 2, cifar10 100, ncf 10,
+# imagenet 90, deepspeech2 80, yolov3 50), at that file's batch size B. A job at batch b covers
+# the same epochs of the same data: B * I / b iterations.
+COMPLETION = {"bert": (12, 14774), "cifar10": (256, 20377), "ncf": (256, 194174), "imagenet": (200, 576525),
+              "deepspeech2": (160, 4041), "yolov3": (8, 103444)}
+# The model zoo's profile of each application (Pollux Table 1: ImageNet is trained with ResNet-50)
+MODEL = {"imagenet": "resnet50"}
+
 
 @register("pollux")
-def read(path: Path, *, bad: BadRows, cpu_per_gpu: float = 0.0, mem_per_gpu: float = 0.0):
+def read(path: Path, *, bad: BadRows, cpu_per_gpu: float = 0.0, mem_per_gpu: float = 0.0,
+         epochs: str = "pollux"):
+    """``epochs: pollux`` sizes each job as the Pollux simulator does; ``none`` leaves its work null."""
+    if epochs not in ("pollux", "none"):
+        raise TraceError(f"{path}: option epochs must be 'pollux' or 'none', got {epochs!r}")
     jobs = Jobs(path, bad)
     for line, r in rows(path, COLUMNS, bad=bad):
         with jobs.row(line, r):
             gpus = number(path, line, "num_replicas", r["num_replicas"], positive=True, integer=True)
+            app = text(path, line, "application", r["application"])
+            batch = int(number(path, line, "batch_size", r["batch_size"], positive=True, integer=True))
             jobs.add(text(path, line, "name", r["name"]), number(path, line, "time", r["time"], minimum=0),
-                     [gpu_worker_role(gpus, cpu_per_gpu, mem_per_gpu)],
-                     model=text(path, line, "application", r["application"]),
-                     batch_size=int(number(path, line, "batch_size", r["batch_size"], positive=True, integer=True)))
+                     [gpu_worker_role(gpus, cpu_per_gpu, mem_per_gpu)], model=MODEL.get(app, app),
+                     batch_size=batch, iterations=_iterations(path, line, app, batch) if epochs == "pollux" else None)
     return jobs.table()
+
+
+def _iterations(path: Path, line: int, app: str, batch: int) -> float:
+    if app not in COMPLETION:
+        raise TraceError(f"{path}: line {line}: field 'application': {app!r} has no Pollux epoch count "
+                         f"(known: {', '.join(sorted(COMPLETION))}); set options.epochs: none to load it unsized",
+                         line=line, field="application")
+    ref_batch, iterations = COMPLETION[app]
+    return iterations * ref_batch / batch

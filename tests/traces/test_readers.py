@@ -4,6 +4,7 @@ import pytest
 
 import traces
 from traces.collect import BadRows
+from traces.schema import TraceError
 
 from .conftest import rows_by_id
 
@@ -60,7 +61,19 @@ def test_shockwave_12_fields_give_duration(sample):
 def test_pollux_workload(sample):
     t, _ = read("pollux", sample("pollux/workload.csv"))
     r = rows_by_id(t)["imagenet-1"]
-    assert (r["submit_time"], r["model"], r["num_gpus"], r["batch_size"], r["duration"]) == (161, "imagenet", 4, 800, None)
+    assert (r["submit_time"], r["model"], r["num_gpus"], r["batch_size"], r["duration"]) == (161, "resnet50", 4, 800, None)
+    # 90 ImageNet epochs: 576,525 iterations at batch 200 in the Pollux simulator's trace, so a quarter at 800
+    assert r["iterations"] == 576525 * 200 / 800
+    assert rows_by_id(t)["bert-2"]["iterations"] == 14774
+    unsized, _ = read("pollux", sample("pollux/workload.csv"), epochs="none")
+    assert set(unsized["iterations"].to_pylist()) == {None}
+
+
+def test_pollux_unknown_application_is_named(sample, tmp_path):
+    p = tmp_path / "w.csv"
+    p.write_text("name,time,application,num_replicas,batch_size\nj,0,resnet9000,1,64\n")
+    with pytest.raises(TraceError, match=r"line 2: field 'application': 'resnet9000' has no Pollux epoch count"):
+        read("pollux", p)
 
 
 def test_philly_pollux_real_file():
