@@ -20,7 +20,7 @@ import heapq
 import numpy as np
 
 from policies.base import JobView, View, register
-from policies.periodic import Periodic, Step, capacity, smallest_step
+from policies.periodic import Periodic, Step, capacity
 
 
 @register
@@ -45,7 +45,7 @@ class Drf(Periodic):
         heap = [(0.0, min(e[1] for e in jobs_), user) for user, (_, jobs_) in users.items()]
         heapq.heapify(heap)
         plan: dict[int, Step] = {}
-        smallest = smallest_step(jobs)
+        smallest = self.smallest_step()
         while heap and (smallest <= 0 or left[0] >= smallest):
             _, _, user = heapq.heappop(heap)
             held, mine = users[user]

@@ -2,7 +2,7 @@
 
 The reference policy. The job at the head of the queue starts as soon as all its tasks fit
 (placed by first-fit unless configured otherwise); jobs behind it wait, as in the FIFO
-baseline of Tiresias (Gu et al., NSDI'19, §6) and of most cluster simulators.
+baseline of Tiresias (Gu et al., NSDI'19, §5) and of most cluster simulators.
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ are ranked by true remaining time; each runs at its requested size, all-or-nothi
 fits; a running job that no longer fits is preempted.
 
 Both are the Tiresias simulator's ``shortest`` baselines (SymbioticLab/Tiresias,
-run_sim.py ``shortest_first_sim_jobs``; Gu et al., NSDI'19 §6 use SRTF as the
+run_sim.py ``shortest_first_sim_jobs``; Gu et al., NSDI'19 §5 use SRTF as the
 clairvoyant bound). With ``gpu_time`` the size is GPU-time (time x GPUs), the simulator's
 ``shortest-gpu``. They read ground truth, so they declare ``oracle = True``.
 """
@@ -35,14 +35,15 @@ class _ShortestFirst(Policy):
         self.waiting: list = []                  # heap of (size, submit, index, job): sizes fixed while waiting
         self.running: dict[str, JobView] = {}
         self.gpu_sizes: dict[float, int] = {}    # GPU demand -> active jobs: the smallest ends a scan early
+        self.truth: dict[str, tuple] = {}        # job id -> (time, work, GPUs, demand): read once per job
         self.nodes_up = int(view.cluster.up.sum())
 
     def size(self, job: JobView) -> float:
         """True running time left at the requested allocation (the whole of it for sjf)."""
-        t = job.duration if job.duration is not None else job.total_work
+        t, work, gpus, _ = self.truth[job.job_id]
         if self.preemptive:
-            t *= max(job.remaining_work, 0.0) / job.total_work
-        return t * job.num_gpus if self.gpu_time else t
+            t *= max(work - job.iterations_done, 0.0) / work
+        return t * gpus if self.gpu_time else t
 
     def decide(self, view: View) -> Decision:
         up = int(view.cluster.up.sum())
@@ -50,8 +51,11 @@ class _ShortestFirst(Policy):
         self.nodes_up = up
         for job in view.finished:
             del self.running[job.job_id]
+            del self.truth[job.job_id]
             self._count(job, -1)
         for job in view.arrived:
+            t = job.duration if job.duration is not None else job.total_work
+            self.truth[job.job_id] = (t, job.total_work, job.num_gpus, _demand(job))
             self._count(job, 1)
             self._wait(job)
         for job in view.stopped:  # a node failure (or our own preemption, already waiting)
@@ -83,10 +87,12 @@ class _ShortestFirst(Policy):
     def _replan(self, view: View) -> dict:
         """Rank every job by remaining size; admit while the cluster's totals allow; preempt
         running jobs left out; place the admitted waiting ones."""
+        if not self.waiting:  # nothing could preempt or start
+            return {}
         cluster = view.cluster
         budget = (cluster.capacity[cluster.up].sum(axis=0) + 1e-9).tolist()
         smallest = min(self.gpu_sizes, default=0.0)
-        running = sorted(((self.size(j), j.submit_time, j.index, j) for j in self.running.values()), key=_order)
+        running = sorted((self.size(j), j.submit_time, j.index, j) for j in self.running.values())  # index: no ties
         admitted, popped, r = [], [], 0
         while budget[0] >= smallest:
             if r < len(running) and (not self.waiting or _order(running[r]) <= _order(self.waiting[0])):
@@ -98,7 +104,7 @@ class _ShortestFirst(Policy):
             else:
                 break
             job = entry[-1]
-            g, c, m = _demand(job)
+            g, c, m = self.truth[job.job_id][3]
             if g <= budget[0] and c <= budget[1] and m <= budget[2]:
                 budget[0] -= g
                 budget[1] -= c
@@ -148,16 +154,9 @@ def _requested(job: JobView) -> dict[str, int]:
     return {r.name: r.count for r in job.roles}
 
 
-_DEMANDS: dict = {}
-
-
 def _demand(job: JobView) -> tuple[float, float, float]:
-    """GPU, CPU and memory of the requested allocation (cached per role set: traces share a few)."""
-    roles = job.roles
-    d = _DEMANDS.get(roles)
-    if d is None:
-        d = _DEMANDS[roles] = tuple(sum(r.count * r.demand[k] for r in roles) for k in range(3))
-    return d
+    """GPU, CPU and memory of the requested allocation."""
+    return tuple(sum(r.count * r.demand[k] for r in job.roles) for k in range(3))
 
 
 @register

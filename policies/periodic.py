@@ -34,7 +34,11 @@ class Step:
 
     def demand(self, counts: dict | None = None) -> np.ndarray:
         counts = self.next if counts is None else counts
-        return np.array([sum(counts[r.name] * r.demand[k] for r in self.job.roles) for k in range(3)])
+        gpu = cpu = mem = 0
+        for r in self.job.roles:
+            n = counts[r.name]
+            gpu, cpu, mem = gpu + n * r.gpu, cpu + n * r.cpu, mem + n * r.mem
+        return np.array([gpu, cpu, mem])
 
     def take(self) -> None:
         """Apply the next step; the one after it is a bundle, or nothing once every role is at its max."""
@@ -55,13 +59,16 @@ class Periodic(Policy):
 
     def reset(self, view: View) -> None:
         self.active: dict[str, JobView] = {}
+        self.least: dict[str, float] = {}  # job id -> GPUs of its smallest step
         self.next_at = 0.0
 
     def decide(self, view: View) -> Decision:
         for job in view.finished:
             del self.active[job.job_id]
+            del self.least[job.job_id]
         for job in view.arrived:
             self.active[job.job_id] = job
+            self.least[job.job_id] = _least_step(job)
         due = view.now >= self.next_at - 1e-9
         changed = bool(view.arrived or view.finished or view.stopped)
         decision = Decision()
@@ -76,6 +83,10 @@ class Periodic(Policy):
         """Planned task counts of the jobs that get any, in priority order."""
         raise NotImplementedError
 
+    def smallest_step(self) -> float:
+        """The fewest GPUs any active job's step needs: with fewer left, planning can stop."""
+        return min(self.least.values(), default=0.0)
+
     # ------------------------------------------------------------------ counts -> allocations
     def _apply(self, view: View, plan: list[Step]) -> dict:
         free = view.cluster.free_copy()
@@ -85,6 +96,9 @@ class Periodic(Policy):
         for job in view.running.values():
             step = wanted.get(job.job_id)
             now = task_counts(job.allocation)
+            if step is not None and step.counts == now:  # planned as it runs: it keeps its nodes
+                del wanted[job.job_id]
+                continue
             keep = {} if step is None else {r: min(now.get(r, 0), step.counts[r]) for r in step.counts}
             smaller = shrink(job.allocation, keep) if any(keep.values()) else {}
             _give_back(free, job, job.allocation, smaller)
@@ -93,6 +107,8 @@ class Periodic(Policy):
                 changes[job.job_id] = None
         for step in plan:
             job = step.job
+            if job.job_id not in wanted:
+                continue
             base = kept.get(job.job_id, {})
             alloc = self._grow(free, step, base)
             if alloc is None:
@@ -137,11 +153,8 @@ def capacity(view: View) -> np.ndarray:
     return cluster.capacity[cluster.up].sum(axis=0)
 
 
-def smallest_step(jobs: list[JobView]) -> float:
-    """The fewest GPUs any step of these jobs needs: with fewer left, planning can stop."""
-    least = np.inf
-    for job in jobs:
-        first = sum(r.min_count * r.gpu for r in job.roles)
-        bundle = sum(r.gpu for r in job.roles if r.elastic)
-        least = min(least, first, bundle if bundle > 0 or first == 0 else np.inf)
-    return 0.0 if least == np.inf else float(least)
+def _least_step(job: JobView) -> float:
+    """The fewest GPUs any step of the job needs (its gang minimum, or a bundle that has GPUs)."""
+    first = sum(r.min_count * r.gpu for r in job.roles)
+    bundle = sum(r.gpu for r in job.roles if r.elastic)
+    return float(min(first, bundle)) if bundle > 0 else float(first)

@@ -22,7 +22,7 @@ from __future__ import annotations
 import numpy as np
 
 from policies.base import JobView, View, register
-from policies.periodic import Periodic, Step, capacity, smallest_step
+from policies.periodic import Periodic, Step, capacity
 
 
 @register
@@ -46,15 +46,16 @@ class Tetris(Periodic):
         steps = [Step(j) for j in sorted(jobs, key=lambda j: (j.submit_time, j.index))]
         need = np.array([s.demand() for s in steps])
         remaining = np.array([_remaining_time(s.job) for s in steps])
+        unit = need / scale  # each step's demand as a share of capacity
         alive = np.ones(len(steps), dtype=bool)
-        a0 = (need / scale) @ (left / scale)
+        a0 = unit @ (left / scale)
         mean_a = a0.mean() if a0.mean() > 0 else 1.0
         mean_t = remaining.mean() if remaining.mean() > 0 else 1.0
         srtf = self.weight * remaining / mean_t
-        smallest = smallest_step(jobs)
+        smallest = self.smallest_step()
         plan: dict[int, Step] = {}
         while alive.any() and (smallest <= 0 or left[0] >= smallest):
-            score = np.where(alive, (need / scale) @ (left / scale) / mean_a - srtf, -np.inf)
+            score = np.where(alive, unit @ (left / scale) / mean_a - srtf, -np.inf)
             i = int(np.argmax(score))  # ties: the earlier arrival
             step = steps[i]
             if (need[i] <= left).all():
@@ -65,6 +66,7 @@ class Tetris(Periodic):
                     alive[i] = False
                 else:
                     need[i] = step.demand()
+                    unit[i] = need[i] / scale
             else:
                 alive[i] = False
         return list(plan.values())

@@ -2,22 +2,22 @@
 
 A job's attained service is the GPU-seconds it has held (2D: GPUs x time). Jobs sit in
 queues Q0..Qk separated by service thresholds; a new job enters Q0 and moves down as its
-service crosses each threshold (Tiresias §4.1, Discretized 2D-LAS). At every arrival,
-completion and queue change the plan is rebuilt: queues are scanned from Q0, each job runs
+service crosses each threshold (Tiresias §3.2, 2DAS with priority discretization). At
+every arrival, completion and queue change the plan is rebuilt: queues are scanned from Q0, each job runs
 at its requested size if it still fits, all-or-nothing, and a running job that no longer fits
-is preempted (§4.1, and the Tiresias simulator's ``dlas_sim_jobs``). Smaller jobs further
+is preempted (§3.2, and the Tiresias simulator's ``dlas_sim_jobs``). Smaller jobs further
 down may run past a blocked one.
 
 Inside a queue the order is FIFO as the simulator keeps it: jobs that ran in the last plan
 stay ahead of those that waited, a preempted job goes to the front of the waiting part, a
 newly arrived or demoted job to the back. With ``gittins`` the order is instead the Gittins
-index of the job's attained service under a GPU-time distribution (§4.2, Discretized
+index of the job's attained service under a GPU-time distribution (§3.2, Discretized
 2D-Gittins; the simulator's ``dlas-gpu-gittins``), highest first.
 
 ``starvation_knob`` K promotes a waiting job back to Q0 once it has waited K times as long as
-it ran since its last promotion (§4.1 "starvation"; the simulator's ``solve_starvation``; 0 =
+it ran since its last promotion (§3.2, PROMOTEKNOB; the simulator's ``solve_starvation``; 0 =
 off as in its plain ``dlas-gpu``). Models whose tensor sizes are skewed must be consolidated
-on the fewest nodes (§3.3, §4.3); the others take the configured placement.
+on the fewest nodes (§3.3, placement); the others take the configured placement.
 """
 
 from __future__ import annotations
@@ -328,7 +328,7 @@ class Tiresias(Policy):
 
 class GittinsIndex:
     """The Gittins index of a job that has attained ``a`` GPU-seconds, for job sizes drawn
-    from an empirical distribution (Tiresias §4.2; Gittins' index for M/G/1):
+    from an empirical distribution (Tiresias §3.2; Gittins' index for M/G/1):
 
         G(a) = P(S - a <= delta | S > a) / E[min(S - a, delta) | S > a]
 

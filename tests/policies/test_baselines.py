@@ -99,6 +99,28 @@ def test_gittins_orders_a_queue_by_index_not_arrival():
     assert g.index(150.0) > g.index(0.0)
 
 
+def test_gittins_preempts_a_job_past_the_likely_sizes_for_a_fresh_one(tmp_path):
+    # samples: 100, eight of 400 and one huge. At t = 200, A (4 GPUs) has attained 800 GPU-s, past
+    # every likely size: its index is 0 and a fresh job B outranks it and preempts it. Plain 2D-LAS
+    # keeps both in Q0 in FIFO order, so B waits until A is demoted at 812.5 s
+    sizes = tmp_path / "gput.csv"
+    sizes.write_text("duration\n" + "\n".join(["100"] + ["400"] * 8 + ["100000"]) + "\n")
+    specs = jobs(gpu_job("A", 0.0, 4, 1000.0), gpu_job("B", 200.0, 4, 100.0))
+    gittins = policies.make("tiresias", gittins=True, gittins_distribution=str(sizes))
+    st, _, _ = run(specs, gittins, cluster(), resume_s=30.0)
+    assert st["B"].first_start == 200.0 and st["A"].preemptions == 1
+    assert st["A"].end_time == pytest.approx(1000.0 + 100.0 + 30.0)
+    st, _, _ = run(specs, policies.make("tiresias"), cluster())
+    assert st["B"].first_start == pytest.approx(812.5)
+
+
+def test_gittins_distribution_errors_name_the_file_and_line(tmp_path):
+    bad = tmp_path / "gput.csv"
+    bad.write_text("duration\n100\nlots\n")
+    with pytest.raises(traces.TraceError, match=r"gput\.csv.*3.*duration"):
+        policies.make("tiresias", gittins=True, gittins_distribution=str(bad))
+
+
 def test_gittins_variant_runs_the_bundled_distribution():
     specs = build_jobs(traces.read("tiresias", "bundled:tiresias/60_job.csv"))
     st, rec, _ = run(specs, policies.make("tiresias", gittins=True), cluster(nodes=3))

@@ -1,9 +1,12 @@
 """The suite every registered policy passes: on random multi-resource traces and on bundled
 GPU traces, no node is over-allocated, rigid jobs run whole (gang), elastic jobs stay within
 their bounds, every job of a feasible trace finishes, two runs are identical, and only an
-oracle reads ground truth."""
+oracle reads ground truth (through its view, or around it: a non-oracle decides the same on
+traces that differ only in the jobs' true sizes)."""
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -32,6 +35,7 @@ class Checked:
         self.inner, self.specs = inner, specs
         self.name, self.oracle = inner.name, inner.oracle
         self.decisions = 0
+        self.log: list = []  # (time, repr of the decision)
 
     def reset(self, view):
         self.inner.reset(view)
@@ -40,6 +44,7 @@ class Checked:
         self._check(view)
         decision = self.inner.decide(view)
         self.decisions += 1
+        self.log.append((view.now, repr(sorted(decision.allocations.items())), decision.wakeup))
         for job_id, alloc in decision.allocations.items():
             if alloc:
                 _check_bounds(self.specs[job_id], alloc)
@@ -147,6 +152,28 @@ def test_reads_ground_truth_only_if_oracle(name):
     specs = random_trace(3, n=20)
     rec, _ = run(name, specs, cluster(nodes=3, gpus=4, cpus=24, mem=96))  # an OracleError would propagate
     assert rec.summary()["jobs_finished"] == 20
+
+
+@pytest.mark.parametrize("name", [n for n in ALL if n not in ORACLES])
+def test_decisions_do_not_depend_on_hidden_truth(name):
+    """Two traces that differ only in the jobs' true sizes (work and duration scaled together,
+    so every observable, rates included, is the same) look identical to a non-oracle policy
+    until the first job finishes: every decision before then must be the same. This catches
+    a policy that reads ground truth around its view."""
+    rng = component_rng(11, "hidden-truth")
+    base = random_trace(5, n=30)
+    scaled = []
+    for k in (100.0, None):
+        specs = []
+        for s in base:
+            f = k if k is not None else 100.0 * float(rng.uniform(0.5, 2.0))
+            specs.append(replace(s, total_work=s.total_work * f, duration=s.duration * f))
+        scaled.append(specs)
+    runs = [run(name, specs, cluster(nodes=3, gpus=4, cpus=24, mem=96)) for specs in scaled]
+    first_end = min(st.end_time or np.inf for rec, _ in runs for st in rec.states)
+    a, b = ([d for d in policy.log if d[0] < first_end] for _, policy in runs)
+    assert len(a) > 10, "the check needs decisions before the first completion"
+    assert a == b
 
 
 def test_a_view_refuses_ground_truth_to_a_non_oracle():
