@@ -3,23 +3,21 @@ which a script called policies.py would shadow).
 
     .venv/bin/python benchmarks/policy_times.py [--trace bundled:elasticflow/raw/cluster04.csv] [--format elasticflow]
 
-The cluster is sized as the ``auto8`` config does (8-GPU nodes, 1.2 x the trace's mean busy GPUs).
+The cluster is the ``auto8`` config's (8-GPU nodes, 1.2 x the trace's mean busy GPUs).
 The periodic policies (drf, tetris) run on their default 20-minute interval.
 """
 
 from __future__ import annotations
 
 import argparse
-import math
 import time
 
 import policies
 import traces
-from clustersim.experiment import trace_gpu_demand
-from simulator.cluster import Cluster, NodeGroup
+from clustersim.experiment import compose, trace_gpu_demand
+from simulator.cluster import from_config
 from simulator.engine import Engine
 from simulator.workload import build_jobs
-
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -29,12 +27,11 @@ def main() -> None:
     args = ap.parse_args()
     table = traces.read(args.format, args.trace)
     jobs = build_jobs(table, args.trace)
-    mean_busy, largest, _ = trace_gpu_demand(table)
-    nodes = max(1, math.ceil(max(1.2 * mean_busy, largest) / 8))
-    print(f"{args.trace}: {len(jobs)} jobs on {nodes} x 8 GPUs")
+    auto8, demand = compose(["cluster=auto8"]).cluster, trace_gpu_demand(table)
+    print(f"{args.trace}: {len(jobs)} jobs on {from_config(auto8, demand).num_nodes} x 8 GPUs")
     print(f"{'policy':<10} {'wall s':>8} {'JCT mean s':>12} {'preemptions':>12}")
     for name in args.policies:
-        cluster = Cluster([NodeGroup(nodes, 8, 96, 768)])
+        cluster = from_config(auto8, demand)
         t0 = time.perf_counter()
         summary = Engine(jobs, cluster, policies.make(name), progress=False).run().summary()
         wall = time.perf_counter() - t0

@@ -36,7 +36,8 @@ class Decision:
 
 
 class Clock:
-    """The simulated time, shared by the engine and every view."""
+    """A settable ``now`` for views built outside the engine (tests, tools); the engine
+    hands its views the SimPy environment, whose ``now`` is the simulated time."""
 
     __slots__ = ("now",)
 
@@ -79,6 +80,14 @@ class JobView:
     @property
     def rigid(self) -> bool:
         return self._state.spec.rigid
+
+    def requested_counts(self) -> dict[str, int]:
+        """Tasks per role at the requested allocation."""
+        return self._state.spec.requested_counts()
+
+    def requested_demand(self) -> tuple[float, float, float]:
+        """GPUs, CPU cores and memory of the requested allocation."""
+        return self._state.spec.requested_demand()
 
     @property
     def tenant(self) -> str | None:
@@ -186,8 +195,8 @@ class JobView:
 @dataclass(slots=True)
 class View:
     """The read-only world a policy decides on. ``pending`` and ``running`` keep the order
-    in which jobs entered them; ``arrived`` and ``finished`` list the changes since the last
-    decision, so a policy can keep its own queues incrementally."""
+    in which jobs entered them; ``arrived``, ``finished`` and ``stopped`` (preempted or failed)
+    list the changes since the last decision, so a policy can keep its own queues incrementally."""
 
     clock: Clock
     cluster: "Cluster"

@@ -20,7 +20,8 @@ import heapq
 import numpy as np
 
 from policies.base import JobView, View, register
-from policies.periodic import Periodic, Step, capacity
+from policies.periodic import Periodic, Step
+from simulator.cluster import EPS
 
 
 @register
@@ -35,9 +36,9 @@ class Drf(Periodic):
         self.by_tenant = fair_share == "tenant"
 
     def allocate(self, view: View, jobs: list[JobView]) -> list[Step]:
-        cap = capacity(view)
+        cap = view.cluster.up_capacity()
         scale = np.where(cap > 0, cap, np.inf)
-        left = cap + 1e-9
+        left = cap + EPS
         users: dict[str, list] = {}  # user -> [held, heap of (share, tie, n, step)]
         for n, job in enumerate(sorted(jobs, key=_seniority)):
             user = (job.tenant or f"job:{job.job_id}") if self.by_tenant else job.job_id

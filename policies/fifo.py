@@ -11,6 +11,7 @@ from collections import deque
 
 from policies.base import Decision, Policy, View, register
 from policies.placement import strategy
+from simulator.cluster import EPS
 
 
 @register
@@ -37,10 +38,10 @@ class Fifo(Policy):
         blocked = []
         while self.queue:
             job = self.queue[0]
-            if job.num_gpus <= free_gpus + 1e-9:
+            if job.num_gpus <= free_gpus + EPS:
                 if free is None:
                     free = view.cluster.free_copy()
-                alloc = self.place(free, job.roles, {r.name: r.count for r in job.roles})
+                alloc = self.place(free, job.roles, job.requested_counts())
                 if alloc is not None:
                     self.queue.popleft()
                     decision.allocations[job.job_id] = alloc

@@ -19,8 +19,10 @@ from __future__ import annotations
 import heapq
 from typing import ClassVar
 
+from policies.admission import GpuSizes, admit, budget
 from policies.base import Decision, JobView, Policy, View, register
 from policies.placement import keep_in_place, release, strategy
+from simulator.cluster import EPS
 
 
 class _ShortestFirst(Policy):
@@ -34,16 +36,16 @@ class _ShortestFirst(Policy):
     def reset(self, view: View) -> None:
         self.waiting: list = []                  # heap of (size, submit, index, job): sizes fixed while waiting
         self.running: dict[str, JobView] = {}
-        self.gpu_sizes: dict[float, int] = {}    # GPU demand -> active jobs: the smallest ends a scan early
-        self.truth: dict[str, tuple] = {}        # job id -> (time, work, GPUs, demand): read once per job
+        self.gpu_sizes = GpuSizes()
+        self.truth: dict[str, tuple] = {}        # job id -> (time, work, demand): read once per job
         self.nodes_up = int(view.cluster.up.sum())
 
     def size(self, job: JobView) -> float:
         """True running time left at the requested allocation (the whole of it for sjf)."""
-        t, work, gpus, _ = self.truth[job.job_id]
+        t, work, demand = self.truth[job.job_id]
         if self.preemptive:
             t *= max(work - job.iterations_done, 0.0) / work
-        return t * gpus if self.gpu_time else t
+        return t * demand[0] if self.gpu_time else t
 
     def decide(self, view: View) -> Decision:
         up = int(view.cluster.up.sum())
@@ -52,11 +54,11 @@ class _ShortestFirst(Policy):
         for job in view.finished:
             del self.running[job.job_id]
             del self.truth[job.job_id]
-            self._count(job, -1)
+            self.gpu_sizes.remove(job.num_gpus)
         for job in view.arrived:
             t = job.duration if job.duration is not None else job.total_work
-            self.truth[job.job_id] = (t, job.total_work, job.num_gpus, _demand(job))
-            self._count(job, 1)
+            self.truth[job.job_id] = (t, job.total_work, job.requested_demand())
+            self.gpu_sizes.add(job.num_gpus)
             self._wait(job)
         for job in view.stopped:  # a node failure (or our own preemption, already waiting)
             if self.running.pop(job.job_id, None) is not None:
@@ -70,11 +72,11 @@ class _ShortestFirst(Policy):
         """Start waiting jobs, shortest first, on what is free now."""
         free = view.cluster.free_copy()
         started, passed = {}, []
-        smallest = min(self.gpu_sizes, default=0.0)
-        while self.waiting and free[:, 0].sum() + 1e-9 >= smallest:
+        smallest = self.gpu_sizes.smallest()
+        while self.waiting and free[:, 0].sum() + EPS >= smallest:
             entry = heapq.heappop(self.waiting)
             job = entry[-1]
-            alloc = self.place(free, job.roles, _requested(job))
+            alloc = self.place(free, job.roles, job.requested_counts())
             if alloc is None:
                 passed.append(entry)
                 continue
@@ -89,12 +91,11 @@ class _ShortestFirst(Policy):
         running jobs left out; place the admitted waiting ones."""
         if not self.waiting:  # nothing could preempt or start
             return {}
-        cluster = view.cluster
-        budget = (cluster.capacity[cluster.up].sum(axis=0) + 1e-9).tolist()
-        smallest = min(self.gpu_sizes, default=0.0)
+        left = budget(view.cluster)
+        smallest = self.gpu_sizes.smallest()
         running = sorted((self.size(j), j.submit_time, j.index, j) for j in self.running.values())  # index: no ties
         admitted, popped, r = [], [], 0
-        while budget[0] >= smallest:
+        while left[0] >= smallest:
             if r < len(running) and (not self.waiting or _order(running[r]) <= _order(self.waiting[0])):
                 entry = running[r]
                 r += 1
@@ -104,21 +105,17 @@ class _ShortestFirst(Policy):
             else:
                 break
             job = entry[-1]
-            g, c, m = self.truth[job.job_id][3]
-            if g <= budget[0] and c <= budget[1] and m <= budget[2]:
-                budget[0] -= g
-                budget[1] -= c
-                budget[2] -= m
+            if admit(left, self.truth[job.job_id][2]):
                 admitted.append(job)
         chosen = {j.job_id for j in admitted}
         stops = [e[-1] for e in running if e[-1].job_id not in chosen]
-        free = cluster.free_copy()
+        free = view.cluster.free_copy()
         for job in stops:
             release(free, job)
         decision: dict = {}
         for job in admitted:
             if job.job_id not in self.running:
-                alloc = self.place(free, job.roles, _requested(job))
+                alloc = self.place(free, job.roles, job.requested_counts())
                 if alloc is not None:
                     decision[job.job_id] = alloc
         for job in stops:
@@ -138,25 +135,9 @@ class _ShortestFirst(Policy):
     def _wait(self, job: JobView) -> None:
         heapq.heappush(self.waiting, (self.size(job), job.submit_time, job.index, job))
 
-    def _count(self, job: JobView, sign: int) -> None:
-        n = self.gpu_sizes.get(job.num_gpus, 0) + sign
-        if n:
-            self.gpu_sizes[job.num_gpus] = n
-        else:
-            del self.gpu_sizes[job.num_gpus]
-
 
 def _order(entry: tuple) -> tuple:
     return entry[:3]
-
-
-def _requested(job: JobView) -> dict[str, int]:
-    return {r.name: r.count for r in job.roles}
-
-
-def _demand(job: JobView) -> tuple[float, float, float]:
-    """GPU, CPU and memory of the requested allocation."""
-    return tuple(sum(r.count * r.demand[k] for r in job.roles) for k in range(3))
 
 
 @register

@@ -147,12 +147,6 @@ def _give_back(free: np.ndarray, job: JobView, old, new) -> None:
             free[node] += (c - after.get(node, 0)) * d
 
 
-def capacity(view: View) -> np.ndarray:
-    """Total resources of the nodes that are up."""
-    cluster = view.cluster
-    return cluster.capacity[cluster.up].sum(axis=0)
-
-
 def _least_step(job: JobView) -> float:
     """The fewest GPUs any step of the job needs (its gang minimum, or a bundle that has GPUs)."""
     first = sum(r.min_count * r.gpu for r in job.roles)

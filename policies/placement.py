@@ -27,7 +27,7 @@ from typing import Callable, Mapping, Sequence
 
 import numpy as np
 
-from simulator.cluster import tasks_per_node
+from simulator.cluster import EPS, tasks_per_node
 from simulator.job import RoleSpec
 
 Placement = Callable[[np.ndarray, Sequence[RoleSpec], Mapping[str, int]], "dict | None"]
@@ -159,7 +159,7 @@ def release(free: np.ndarray, job) -> None:
 def keep_in_place(free: np.ndarray, job) -> bool:
     """Take a running job's current nodes back out of ``free`` if they are all still there."""
     need = _held(free, job)
-    if (need > free + 1e-9).any():
+    if (need > free + EPS).any():
         return False
     free -= need
     return True

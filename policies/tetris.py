@@ -22,7 +22,8 @@ from __future__ import annotations
 import numpy as np
 
 from policies.base import JobView, View, register
-from policies.periodic import Periodic, Step, capacity
+from policies.periodic import Periodic, Step
+from simulator.cluster import EPS
 
 
 @register
@@ -40,9 +41,9 @@ class Tetris(Periodic):
     def allocate(self, view: View, jobs: list[JobView]) -> list[Step]:
         if not jobs:
             return []
-        cap = capacity(view)
+        cap = view.cluster.up_capacity()
         scale = np.where(cap > 0, cap, np.inf)
-        left = cap + 1e-9
+        left = cap + EPS
         steps = [Step(j) for j in sorted(jobs, key=lambda j: (j.submit_time, j.index))]
         need = np.array([s.demand() for s in steps])
         remaining = np.array([_remaining_time(s.job) for s in steps])

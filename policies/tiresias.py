@@ -27,6 +27,7 @@ from bisect import bisect_left, bisect_right, insort
 
 import numpy as np
 
+from policies.admission import GpuSizes, admit, budget
 from policies.base import Decision, JobView, Policy, View, register
 from policies.placement import consolidate, keep_in_place, min_nodes, release, strategy
 from simulator.job import nodes_of
@@ -40,8 +41,8 @@ class _Job:
 
     def __init__(self, view: JobView, consolidate: bool):
         self.view = view
-        self.demand = tuple(float(sum(r.count * r.demand[k] for r in view.roles)) for k in range(3))
-        self.counts = {r.name: r.count for r in view.roles}
+        self.demand = view.requested_demand()
+        self.counts = view.requested_counts()
         self.queue = 0
         self.key: tuple = ()
         self.offset = 0.0        # attained service at the last promotion
@@ -83,7 +84,7 @@ class Tiresias(Policy):
         self.jobs: dict[str, _Job] = {}
         self.queues: list[list] = [[] for _ in range(len(self.thresholds) + 1)]
         self.running: list[dict[str, _Job]] = [{} for _ in self.queues]  # running jobs, per queue
-        self.gpu_sizes: dict[float, int] = {}   # GPU demand -> active jobs: the smallest ends a scan early
+        self.gpu_sizes = GpuSizes()
         self.demote_at: list = []                # (time, seq, job, version) of running jobs
         self.promote_at: list = []               # the same for waiting jobs, with starvation_knob > 0
         self.seq = 0
@@ -105,7 +106,7 @@ class Tiresias(Policy):
         for jv in sorted(view.arrived, key=lambda j: (j.submit_time, j.index)):
             job = _Job(jv, (jv.model or "").lower() in self.consolidate_models)
             self.jobs[jv.job_id] = job
-            self.gpu_sizes[job.demand[0]] = self.gpu_sizes.get(job.demand[0], 0) + 1
+            self.gpu_sizes.add(job.demand[0])
             self._enqueue(job, 0, self._tail())
         for jv in view.stopped:  # a node failure stopped it: it waits, first of the waiting part
             job = self.jobs.get(jv.job_id)
@@ -151,30 +152,20 @@ class Tiresias(Policy):
         """Scan the queues in priority order; admit each job whose request fits what is left."""
         if self.gittins is not None:
             self._rerank_running()
-        cluster = view.cluster
-        budget = (cluster.capacity[cluster.up].sum(axis=0) + 1e-9).tolist()
-        smallest = min(self.gpu_sizes) if self.gpu_sizes else 0.0
+        left = budget(view.cluster)
+        smallest = self.gpu_sizes.smallest()
         admitted = []
         self.whole = [False] * len(self.queues)
         for q, queue in enumerate(self.queues):
             # the running part of a FIFO queue (keys (0, ..)) ran in the last plan: admit it whole if it fits
             start = 0
-            if self.count0[q]:
-                g, c, m = self.sum0[q]
-                if g <= budget[0] and c <= budget[1] and m <= budget[2]:
-                    budget[0] -= g
-                    budget[1] -= c
-                    budget[2] -= m
-                    self.whole[q], start = True, self.count0[q]
+            if self.count0[q] and admit(left, self.sum0[q]):
+                self.whole[q], start = True, self.count0[q]
             for i in range(start, len(queue)):
                 job = queue[i][2]
-                if budget[0] < smallest:
+                if left[0] < smallest:
                     return admitted
-                g, c, m = job.demand
-                if g <= budget[0] and c <= budget[1] and m <= budget[2]:
-                    budget[0] -= g
-                    budget[1] -= c
-                    budget[2] -= m
+                if admit(left, job.demand):
                     job.mark = self.plan
                     admitted.append(job)
         return admitted
@@ -303,9 +294,7 @@ class Tiresias(Policy):
     def _finish(self, job: _Job) -> None:
         self._remove(job)
         self.running[job.queue].pop(job.view.job_id, None)
-        n = self.gpu_sizes.pop(job.demand[0]) - 1
-        if n:
-            self.gpu_sizes[job.demand[0]] = n
+        self.gpu_sizes.remove(job.demand[0])
         job.version += 1
 
     def _rekey(self, job: _Job, key: tuple) -> None:

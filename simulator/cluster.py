@@ -75,11 +75,15 @@ class Cluster:
         free[~self.up] = 0.0
         return free
 
+    def up_capacity(self) -> np.ndarray:
+        """Total resources of the nodes that are up."""
+        return self.capacity[self.up].sum(axis=0)
+
     def fits(self, spec: JobSpec) -> bool:
-        """Whether the job's requested allocation could ever fit on the whole cluster."""
+        """Whether the job's smallest allocation (every role at ``min_count``) could ever fit
+        on the whole cluster."""
         for r in spec.roles:
-            per_node = _tasks_per_node(self.capacity, np.array(r.demand))
-            if per_node.sum() < r.min_count:
+            if tasks_per_node(self.capacity, r.demand).sum() < r.min_count:
                 return False
         return float(self.total[0]) + EPS >= sum(r.min_count * r.gpu for r in spec.roles)
 
@@ -129,16 +133,13 @@ def _snap(free: np.ndarray, cap: np.ndarray) -> None:
     np.copyto(free, cap, where=np.abs(free - cap) < EPS)
 
 
-def _tasks_per_node(free: np.ndarray, demand: np.ndarray) -> np.ndarray:
-    """How many tasks of ``demand`` fit on each node."""
+def tasks_per_node(free: np.ndarray, demand) -> np.ndarray:
+    """How many tasks of ``demand`` (GPU, CPU, memory) fit on each node."""
+    demand = np.asarray(demand, dtype=np.float64)
     need = demand > 0
     if not need.any():
         return np.full(len(free), np.iinfo(np.int64).max // 4)
     return np.floor((free[:, need] + EPS) / demand[need]).min(axis=1).astype(np.int64)
-
-
-def tasks_per_node(free: np.ndarray, demand: tuple[float, float, float]) -> np.ndarray:
-    return _tasks_per_node(free, np.asarray(demand, dtype=np.float64))
 
 
 def from_config(cfg, trace_gpus: tuple[float, float, float] | None = None) -> Cluster:
@@ -146,7 +147,7 @@ def from_config(cfg, trace_gpus: tuple[float, float, float] | None = None) -> Cl
 
     ``auto`` (used by the ElasticFlow benchmark) makes nodes of ``gpus_per_node`` GPUs, as
     many as ``load_factor`` x the trace's mean busy GPUs, and at least its largest job.
-    ``trace_gpus`` is (mean busy GPUs, largest job GPUs, unused).
+    ``trace_gpus`` is (mean busy GPUs, largest job's GPUs, total GPU-seconds: not used here).
     """
     groups = [NodeGroup(**dict(g)) for g in cfg.get("groups", [])]
     auto = cfg.get("auto")

@@ -110,10 +110,8 @@ class Engine:
         st.advance(now)
         st.progress = st.spec.total_work
         self.cluster.release(st.spec, st.allocation)
-        st.allocation, st.gpus, st.rate, st.steady_rate = EMPTY, 0.0, 0.0, 0.0
-        st.phases.clear()
+        _hold_nothing(st)
         st.status, st.end_time = Status.FINISHED, now
-        st.version += 1
         view = self.running.pop(st.spec.job_id)
         self._finished.append(view)
         self.recorder.event(now, st, "finish", 0.0)
@@ -232,10 +230,8 @@ class Engine:
         job_id = st.spec.job_id
         old_gpus = st.gpus
         if not new:
-            st.allocation, st.gpus, st.rate, st.steady_rate = EMPTY, 0.0, 0.0, 0.0
-            st.phases.clear()
+            _hold_nothing(st)
             st.busy_until = now
-            st.version += 1
             st.status = Status.PENDING
             if change is Change.FAIL:
                 st.failures += 1
@@ -309,6 +305,13 @@ class Engine:
                 raise ValueError(f"job {spec.job_id!r} asks for more than the whole cluster "
                                  f"({spec.num_gpus:g} GPUs of {self.cluster.total_gpus:g}); "
                                  "drop or clamp such jobs with the trace's oversize rule")
+
+
+def _hold_nothing(st: JobState) -> None:
+    """A finished or stopped job: no resources, no rate, no phase or completion pending."""
+    st.allocation, st.gpus, st.rate, st.steady_rate = EMPTY, 0.0, 0.0, 0.0
+    st.phases.clear()
+    st.version += 1
 
 
 def _classify(st: JobState, new: Allocation) -> Change:

@@ -75,6 +75,10 @@ class JobSpec:
     def requested_counts(self) -> dict[str, int]:
         return {r.name: r.count for r in self.roles}
 
+    def requested_demand(self) -> tuple[float, float, float]:
+        """GPUs, CPU cores and memory of the requested allocation."""
+        return tuple(float(sum(r.count * r.demand[k] for r in self.roles)) for k in range(3))
+
 
 class Status(Enum):
     PENDING = "pending"      # arrived, holds nothing (never started, or preempted)

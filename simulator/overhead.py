@@ -106,6 +106,12 @@ class ModelCosts:
 DEFAULT_COSTS = ModelCosts()
 CostsOf = Callable[[JobSpec], ModelCosts]
 
+
+def default_costs(spec: JobSpec) -> ModelCosts:
+    """The same costs for every model, without a profile zoo."""
+    return DEFAULT_COSTS
+
+
 MECHANISMS = ("stop_resume", "stop_free", "sidecar", "pod_restart", "flash_checkpoint")
 
 
@@ -136,7 +142,7 @@ class MechanismOverhead:
     """
 
     mechanism: str
-    costs_of: CostsOf = lambda spec: DEFAULT_COSTS
+    costs_of: CostsOf = default_costs
     charge_start: bool = True
     sidecar_base_s: float = 17.0         # SideCar §II-C: 27 s at 2 GPUs, 37 s at 4 (notes/sidecar.md §3.6)
     sidecar_per_gpu_s: float = 5.0
@@ -227,7 +233,7 @@ def make(cfg: dict | None, costs_of: CostsOf | None = None) -> OverheadModel:
         if kind == "elasticflow":
             return ElasticFlowOverhead(**params)
         if kind == "mechanism":
-            return MechanismOverhead(costs_of=costs_of or (lambda spec: DEFAULT_COSTS), **params)
+            return MechanismOverhead(costs_of=costs_of or default_costs, **params)
     except TypeError as e:
         raise ValueError(f"overhead config (kind {kind!r}): {e}") from None
     raise ValueError(f"overhead config: unknown kind {kind!r}; known: {', '.join(KINDS)}")

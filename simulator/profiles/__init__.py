@@ -94,7 +94,6 @@ class Zoo:
             for key in (p.name, *p.aliases):
                 self._by_alias.setdefault((normalise(key), p.family), p)
         self.speed = ProfileSpeed(self)
-        self._costs: dict[str | None, ModelCosts] = {}
 
     def profile(self, name: str) -> Profile:
         try:
@@ -111,11 +110,8 @@ class Zoo:
 
     def costs_of(self, spec: JobSpec) -> ModelCosts:
         """Per-model reconfiguration costs (the defaults for a job without a known profile)."""
-        c = self._costs.get(spec.profile)
-        if c is None:
-            p = self.profiles.get(spec.profile) if spec.profile else None
-            c = self._costs[spec.profile] = p.costs if p else DEFAULT_COSTS
-        return c
+        p = self.profiles.get(spec.profile)
+        return p.costs if p else DEFAULT_COSTS
 
 
 def load(files: list[str | Path] | None = None) -> Zoo:

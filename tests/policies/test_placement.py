@@ -1,4 +1,4 @@
-"""Placement strategies: where each puts a job's tasks, and that a failure changes nothing."""
+"""Placement strategies: where each puts a job's tasks, and that a failure changes nothing; admission by totals."""
 
 import numpy as np
 import pytest
@@ -75,3 +75,25 @@ def test_min_nodes_and_release_keep_shrink_merge():
     assert not keep_in_place(f, Held)
     assert shrink({"worker": {0: 2, 1: 1, 2: 3}}, {"worker": 4}) == {"worker": {0: 1, 2: 3}}
     assert merge({"worker": {0: 1}}, {"worker": {0: 1, 2: 2}}) == {"worker": {0: 2, 2: 2}}
+
+
+def test_admission_takes_a_job_only_if_all_three_resources_fit_and_counts_sizes():
+    from policies.admission import GpuSizes, admit, budget
+    from tests.factories import cluster
+
+    cl = cluster(nodes=2, gpus=4, cpus=32, mem=256)
+    cl.up[1] = False                                   # only the node that is up counts
+    left = budget(cl)
+    assert left == pytest.approx([4, 32, 256])
+    assert not admit(left, (1.0, 40.0, 8.0))           # too many cores: nothing taken
+    assert left == pytest.approx([4, 32, 256])
+    assert admit(left, (4.0, 8.0, 8.0)) and left == pytest.approx([0, 24, 248], abs=1e-6)
+    sizes = GpuSizes()
+    for g in (4.0, 2.0, 2.0):
+        sizes.add(g)
+    sizes.remove(2.0)
+    assert sizes.smallest() == 2.0                     # one 2-GPU job is still active
+    sizes.remove(2.0)
+    assert sizes.smallest() == 4.0
+    sizes.remove(4.0)
+    assert sizes.smallest() == 0.0

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import traces
-from policies.base import JobView, OracleError
+from policies.base import Clock, JobView, OracleError
 from simulator.convergence import LossCurve, LossFitter, epochs_to_converge, loss, smooth_outliers
 from simulator.engine import Engine
 from simulator.job import JobState
@@ -66,9 +66,6 @@ def test_policies_see_only_epoch_observations_up_to_their_progress():
     table = traces.read("tiresias", "bundled:tiresias/60_job.csv")
     spec = build_jobs(table, "t", assignment(), seed=0)[0]
     st = JobState(spec)
-
-    class Clock:
-        now = 0.0
     view = JobView(st, Clock(), oracle=False)
     assert len(view.loss_observations) == 0
     st.progress = 3.5 * spec.curve.iters_per_epoch
