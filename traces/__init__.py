@@ -68,9 +68,13 @@ def resolve(path: str | Path) -> Path:
     return p
 
 
-def resolve_options(fmt: Format, options: dict) -> dict:
-    """``options`` with the format's file options resolved to paths."""
-    return {k: (resolve(v) if k in fmt.files and v is not None else v) for k, v in options.items()}
+def prepare(fmt: str, path: str | Path, options: dict) -> tuple[Format, Path, dict]:
+    """The format, the resolved path and ``options`` with the format's file options resolved;
+    an unknown format, a missing file or an option the reader lacks is an error."""
+    f = get(fmt)
+    p = resolve(path)
+    check_options(f, options)
+    return f, p, {k: (resolve(v) if k in f.files and v is not None else v) for k, v in options.items()}
 
 
 def read(fmt: str, path: str | Path, *, on_bad_row: str = "error", bad: BadRows | None = None,
@@ -79,11 +83,9 @@ def read(fmt: str, path: str | Path, *, on_bad_row: str = "error", bad: BadRows 
 
     With ``on_bad_row="skip"`` bad rows are left out; pass ``bad`` to get them back.
     """
-    f = get(fmt)
     bad = bad or BadRows(on_bad_row)
-    p = resolve(path)
-    check_options(f, options)
-    return validate(f.read(p, bad=bad, **resolve_options(f, options)), str(p))
+    f, p, resolved = prepare(fmt, path, options)
+    return validate(f.read(p, bad=bad, **resolved), str(p))
 
 
 def check_options(fmt: Format, options: dict) -> None:

@@ -48,7 +48,7 @@ def read(path: Path, *, bad: BadRows, task_table: Path | None = None, instance_t
     jobs = Jobs(path, bad)
     censored: list[int] = []
     snapshot, seen = 0.0, set()
-    for line, r in rows(path, JOB, header=_need(path, _header(path, "pai_job_table"), JOB), bad=bad):
+    for line, r in rows(path, JOB, header=_header(path, "pai_job_table", JOB), bad=bad):
         with jobs.row(line, r):
             name = text(path, line, "job_name", r["job_name"])
             seen.add(name)
@@ -89,18 +89,17 @@ def read(path: Path, *, bad: BadRows, task_table: Path | None = None, instance_t
     return jobs.table(rebase=True)
 
 
-def _header(csv_path: Path, table: str) -> list[str]:
-    """The table's columns: ``<stem>.header`` beside the CSV, else the bundled published header."""
-    for p in (csv_path.with_suffix(".header"), csv_path.parent / f"{table}.header", BUNDLED_HEADERS / f"{table}.header"):
-        if p.exists():
-            return read_header(p)
-    raise TraceError(f"{csv_path}: no header file for {table}")
-
-
-def _need(path: Path, header: list[str], required: tuple[str, ...]) -> list[str]:
+def _header(csv_path: Path, table: str, required: tuple[str, ...]) -> list[str]:
+    """The table's columns: ``<stem>.header`` beside the CSV, else the bundled published header.
+    (``rows`` checks the columns of a header it reads itself, not of one it is given.)"""
+    places = (csv_path.with_suffix(".header"), csv_path.parent / f"{table}.header", BUNDLED_HEADERS / f"{table}.header")
+    found = next((p for p in places if p.exists()), None)
+    if found is None:
+        raise TraceError(f"{csv_path}: no header file for {table}")
+    header = read_header(found)
     missing = [c for c in required if c not in header]
     if missing:
-        raise TraceError(f"{path}: header lacks column(s) {', '.join(missing)} (header: {','.join(header)})")
+        raise TraceError(f"{csv_path}: header lacks column(s) {', '.join(missing)} (header: {','.join(header)})")
     return header
 
 
@@ -108,8 +107,7 @@ def _tasks(path: Path, bad: BadRows) -> tuple[dict[str, list], dict[str, int]]:
     """{job: [(task, instances, gpu, cpu, mem, gpu_type, start)]}, and the jobs with a rejected task row."""
     tasks: dict[str, list] = defaultdict(list)
     broken: dict[str, int] = {}
-    header = _need(path, _header(path, "pai_task_table"), TASK)
-    for line, r in rows(path, TASK, header=header, bad=bad):
+    for line, r in rows(path, TASK, header=_header(path, "pai_task_table", TASK), bad=bad):
         try:
             job = text(path, line, "job_name", r["job_name"])
             num = lambda k, **c: number(path, line, k, r[k], **c)  # noqa: E731
@@ -141,8 +139,7 @@ def _roles(tasks: list) -> tuple[list[Role], str | None, float | None]:
 def _instance_starts(path: Path, bad: BadRows) -> dict[str, float]:
     """Earliest launch per job; 0 means the instance never started (the trace's convention)."""
     starts: dict[str, float] = {}
-    header = _need(path, _header(path, "pai_instance_table"), INSTANCE)
-    for line, r in rows(path, INSTANCE, header=header, bad=bad):
+    for line, r in rows(path, INSTANCE, header=_header(path, "pai_instance_table", INSTANCE), bad=bad):
         try:
             t = optional_number(path, line, "start_time", r["start_time"], minimum=0)
         except TraceError as err:
@@ -155,6 +152,5 @@ def _instance_starts(path: Path, bad: BadRows) -> dict[str, float]:
 
 
 def _group_tags(path: Path, bad: BadRows) -> dict[str, tuple[str | None, str | None]]:
-    header = _need(path, _header(path, "pai_group_tag_table"), GROUP_TAG)
     return {r["inst_id"].strip(): (r["group"].strip() or None, r["workload"].strip() or None)
-            for _, r in rows(path, GROUP_TAG, header=header, bad=bad)}
+            for _, r in rows(path, GROUP_TAG, header=_header(path, "pai_group_tag_table", GROUP_TAG), bad=bad)}

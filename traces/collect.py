@@ -94,8 +94,6 @@ class Jobs:
         try:
             yield
         except TraceError as err:
-            if err.line is None:
-                err.line = line
             self.bad.reject(err, self.source, raw, line)
 
     def add(self, job_id: str, submit_time: float, roles: list[Role], *, status: str = "unknown",
@@ -141,10 +139,13 @@ class Jobs:
         cols = self.cols
         if rebase and cols["submit_time"]:
             origin = min(cols["submit_time"])
-            cols["submit_time"] = [t - origin for t in cols["submit_time"]]
-            cols["start_time"] = [None if t is None else t - origin for t in cols["start_time"]]
-            cols["deadline"] = [None if t is None else t - origin for t in cols["deadline"]]
-            cols["attempts"] = [None if a is None else [{"start": None if x["start"] is None else x["start"] - origin,
-                                                         "end": None if x["end"] is None else x["end"] - origin}
-                                                        for x in a] for a in cols["attempts"]]
+
+            def shift(t):
+                return None if t is None else t - origin
+
+            cols = {**cols, "submit_time": [t - origin for t in cols["submit_time"]],
+                    "start_time": [shift(t) for t in cols["start_time"]],
+                    "deadline": [shift(t) for t in cols["deadline"]],
+                    "attempts": [None if a is None else [{"start": shift(x["start"]), "end": shift(x["end"])} for x in a]
+                                 for a in cols["attempts"]]}
         return build_table(cols)

@@ -13,7 +13,7 @@ capacity). There are no GPUs: every job is a CPU job whose tasks form one ``work
   ``resource_request.cpus`` or ``resource_request_cpus``) or JSON lines (nested
   ``resource_request``; int64 values may be quoted); only ``collection_type`` 0 (jobs).
 
-See docs/traces/google.md.
+See docs/traces/google2011.md and docs/traces/google2019.md.
 """
 
 from __future__ import annotations
@@ -81,6 +81,7 @@ def read_2011(path: Path, *, bad: BadRows, task_events: Path | None = None, mach
     """``path``: job_events (file or folder of shards); ``task_events``: the tasks' requests."""
     if task_events is None:
         raise TraceError(f"{path}: google2011 needs option task_events (a task_events file or folder)")
+    _check_options(path, machine_cpus, machine_mem_gb, never_ran)
     events = ((p, line, r) for p in _files(path)
               for line, r in _ordered(p, rows(p, JOB_EVENTS_2011, header=list(JOB_EVENTS_2011), bad=bad), bad))
     jobs = _fold(events, V2011, bad, "job_id", "event_type", "user", "logical_job_name", None)
@@ -96,6 +97,7 @@ def read_2019(path: Path, *, bad: BadRows, instance_events: Path | None = None, 
     """``path``: collection_events; ``instance_events``: the instances' requests (CSV or JSON lines)."""
     if instance_events is None:
         raise TraceError(f"{path}: google2019 needs option instance_events (a CSV or JSON-lines file or folder)")
+    _check_options(path, machine_cpus, machine_mem_gb, never_ran)
     collections = ((p, line, r) for p in _files(path) for line, r in _records(p, COLLECTION_2019, bad))
     jobs = _fold(_jobs_only(collections, bad), V2019, bad, "collection_id", "type", "user",
                  "collection_logical_name", "priority")
@@ -103,6 +105,13 @@ def read_2019(path: Path, *, bad: BadRows, instance_events: Path | None = None, 
     sizes = _sizes(_jobs_only(instances, bad), bad, "collection_id", "instance_index", "resource_request.cpus",
                    "resource_request.memory", None)
     return _table(path, jobs, sizes, V2019, bad, machine_cpus, machine_mem_gb, never_ran)
+
+
+def _check_options(path: Path, machine_cpus: float, machine_mem_gb: float, never_ran: str) -> None:
+    """Before any parsing: the event logs can be large."""
+    check_never_ran(never_ran)
+    if machine_cpus <= 0 or machine_mem_gb <= 0:
+        raise TraceError(f"{path}: machine_cpus and machine_mem_gb must be > 0")
 
 
 def _files(path: Path) -> list[Path]:
@@ -262,9 +271,6 @@ def _tier(v: Events, priority: int | None) -> str | None:
 
 def _table(path: Path, folded: dict[str, Job], sizes: dict[str, list], v: Events, bad: BadRows,
            machine_cpus: float, machine_mem_gb: float, never_ran: str):
-    check_never_ran(never_ran)
-    if machine_cpus <= 0 or machine_mem_gb <= 0:
-        raise TraceError(f"{path}: machine_cpus and machine_mem_gb must be > 0")
     snapshot = max((t for j in folded.values() for a in j.attempts for t in a if t is not None), default=0.0)
     jobs = Jobs(path, bad)
     for job_id, j in folded.items():
@@ -277,10 +283,9 @@ def _table(path: Path, folded: dict[str, Job], sizes: dict[str, list], v: Events
             tasks, cpu, mem, task_prio = sizes[job_id]
             attempts = [[s, e if e is not None else snapshot] for s, e in j.attempts]
             run = attempts[-1][1] - attempts[0][0] if attempts else 0.0
-            if run <= 0:
-                if never_ran == "drop":
-                    bad.drop("google: job never scheduled (or ran 0 s)")
-                    continue
+            if run <= 0 and never_ran == "drop":
+                bad.drop("google: job never scheduled (or ran 0 s)")
+                continue
             running = bool(j.attempts) and j.attempts[-1][1] is None
             priority = j.priority if j.priority is not None else task_prio
             role = Role("worker", tasks, 0.0, cpu / tasks * machine_cpus, mem / tasks * machine_mem_gb)

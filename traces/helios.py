@@ -41,10 +41,13 @@ def read(path: Path, *, bad: BadRows, never_ran: str = "drop", mem_per_cpu: floa
                     bad.drop("helios: job never ran (no start/end, or 0 s)")
                     continue
                 duration = None
+            elif end < start:
+                raise TraceError(f"{path}: line {line}: times out of order: end_time before start_time",
+                                 line=line, field="end_time")
             else:
-                duration = _duration(path, line, r, start, end)
-            if start is not None:
-                _check_queue(path, line, r, submit, start)
+                duration = _checked_gap(path, line, "duration", r["duration"], end - start, "end_time - start_time")
+            if start is not None and not _blank(r.get("queue") or ""):  # optional column
+                _checked_gap(path, line, "queue", r["queue"], start - submit, "start_time - submit_time")
             if gpus > 0:
                 roles = [gpu_worker_role(gpus, cpus / gpus, mem_per_cpu * cpus / gpus)]
             else:
@@ -55,25 +58,14 @@ def read(path: Path, *, bad: BadRows, never_ran: str = "drop", mem_per_cpu: floa
     return jobs.table(rebase=True)
 
 
-def _duration(path: Path, line: int, r: dict, start: float, end: float) -> float:
-    if end < start:
-        raise TraceError(f"{path}: line {line}: times out of order: end_time before start_time",
-                         line=line, field="end_time")
-    given = number(path, line, "duration", r["duration"], minimum=0)
-    if abs(given - (end - start)) > TOLERANCE_S:
-        raise TraceError(f"{path}: line {line}: field 'duration': {given:g} s, but end_time - start_time is "
-                         f"{end - start:g} s", line=line, field="duration")
-    return end - start
-
-
-def _check_queue(path: Path, line: int, r: dict, submit: float, start: float) -> None:
-    """``queue`` (optional column) must equal start − submit: a mismatch means shifted columns."""
-    if _blank(r.get("queue") or ""):
-        return
-    given = number(path, line, "queue", r["queue"], minimum=0)
-    if abs(given - (start - submit)) > TOLERANCE_S:
-        raise TraceError(f"{path}: line {line}: field 'queue': {given:g} s, but start_time - submit_time is "
-                         f"{start - submit:g} s", line=line, field="queue")
+def _checked_gap(path: Path, line: int, field: str, value: str, gap: float, between: str) -> float:
+    """``gap``, the seconds ``between`` two time columns, which ``field`` repeats (``duration``,
+    ``queue``): a mismatch means shifted columns."""
+    given = number(path, line, field, value, minimum=0)
+    if abs(given - gap) > TOLERANCE_S:
+        raise TraceError(f"{path}: line {line}: field {field!r}: {given:g} s, but {between} is {gap:g} s",
+                         line=line, field=field)
+    return gap
 
 
 def _blank(value: str) -> bool:

@@ -85,10 +85,7 @@ def load(cfg: Mapping, seed: int = 0) -> tuple[pa.Table, LoadReport]:
 
 
 def _read(fmt: str, path, options: dict, report: LoadReport, cache_cfg: Mapping) -> pa.Table:
-    f = traces.get(fmt)
-    traces.check_options(f, options)
-    p = traces.resolve(path)
-    resolved = traces.resolve_options(f, options)
+    f, p, resolved = traces.prepare(fmt, path, options)
     files = {"path": p, **{k: v for k, v in resolved.items() if k in f.files and v is not None}}
     plain = {k: v for k, v in options.items() if k not in f.files}
     use_cache = cache_cfg.get("enabled", True)
@@ -119,11 +116,11 @@ def _concat(tables: list[pa.Table], paths: list, prefix_ids: bool, name: str) ->
     if len(tables) == 1:
         return tables[0]
     table = pa.concat_tables(tables).combine_chunks()
-    ids = table["job_id"]
+    ids = table["job_id"]  # each file's table is validated: only ids can clash between files
     if pc.count_distinct(ids).as_py() != len(ids):
         raise TraceError(f"trace {name}: the files share job ids; set prefix_ids: true to prefix each id "
                          "with its file's name")
-    return validate(table, f"trace {name}")
+    return table
 
 
 def _required(cfg: Mapping, key: str):

@@ -54,11 +54,10 @@ def read(path: Path, *, bad: BadRows, machine_list: Path | None = None, duration
             if not j["gpus"]:
                 bad.drop("philly: no attempt holds a GPU (job size unknown)")
                 continue
-            run = _run_time(j, duration)
-            if not j["running"] and run <= 0:
-                if never_ran == "drop":
-                    bad.drop("philly: job never ran (no finished attempt, or 0 s)")
-                    continue
+            run = _run_time(j["attempts"], j["start"], duration)
+            if not j["running"] and run <= 0 and never_ran == "drop":
+                bad.drop("philly: job never ran (no finished attempt, or 0 s)")
+                continue
             if j["running"]:
                 censored.append(len(jobs))
             jobs.add(j["jobid"], j["submit"], [gpu_worker_role(j["gpus"], cpu_per_gpu, mem_per_gpu)],
@@ -152,12 +151,13 @@ def _detail(where: str, k: int, detail: object) -> tuple[int, int, str | None]:
     return gpus, len(detail), (detail[0].get("ip") if detail else None)
 
 
-def _run_time(j: dict, rule: str) -> float:
-    spans = [(s, e) for s, e in j["attempts"] if s is not None and e is not None]
+def _run_time(attempts: list[tuple], start: float | None, rule: str) -> float:
+    """Run time of the finished attempts by the ``duration`` rule (0 if none finished)."""
+    spans = [(s, e) for s, e in attempts if s is not None and e is not None]
     if not spans:
         return 0.0
     if rule == "wall":
-        return spans[-1][1] - j["start"]
+        return spans[-1][1] - start
     return sum(e - s for s, e in spans)
 
 
@@ -167,8 +167,7 @@ def _censor(jobs: Jobs, rows_: list[int], snapshot: float, rule: str) -> None:
     for k in rows_:
         attempts = cols["attempts"][k]
         attempts[-1]["end"] = snapshot
-        spans = [(a["start"], a["end"]) for a in attempts if a["start"] is not None and a["end"] is not None]
-        run = _run_time({"attempts": spans, "start": cols["start_time"][k]}, rule)
+        run = _run_time([(a["start"], a["end"]) for a in attempts], cols["start_time"][k], rule)
         cols["duration"][k] = run if run > 0 else None
 
 

@@ -131,7 +131,8 @@ def validate(table: pa.Table, source: str) -> pa.Table:
         raise TraceError(f"{source}: job table does not match the canonical schema (missing: {missing})")
     ids = table["job_id"]
     if pc.count_distinct(ids).as_py() != len(ids):
-        dup = pc.value_counts(ids).filter(pc.greater(pc.struct_field(pc.value_counts(ids), "counts"), 1))
+        counts = pc.value_counts(ids)
+        dup = counts.filter(pc.greater(pc.struct_field(counts, "counts"), 1))
         raise TraceError(f"{source}: duplicate job_id {dup[0]['values'].as_py()!r}")
     bad = _first_bad_row(table)
     if bad is not None:
@@ -144,7 +145,7 @@ def validate(table: pa.Table, source: str) -> pa.Table:
 def _first_bad_row(table: pa.Table) -> int | None:
     """Index of the first row ``check_job`` would reject (vectorized), or None."""
     def finite(col, lower_ok):
-        x = table[col].combine_chunks() if isinstance(table[col], pa.ChunkedArray) else table[col]
+        x = table[col].combine_chunks()
         return pc.and_kleene(pc.is_finite(x), lower_ok(x))
     submit_ok = pc.fill_null(finite("submit_time", lambda x: pc.greater_equal(x, 0)), False)
     dur_ok = pc.fill_null(finite("duration", lambda x: pc.greater(x, 0)), True)

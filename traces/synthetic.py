@@ -215,10 +215,10 @@ def generate(rng: np.random.Generator, generator: str | None = None, **params):
         raise TraceError(f"synthetic {generator}: bad parameters {params} ({e})") from None
     jobs = Jobs(f"synthetic:{generator}")
     n = len(cols["submit"])
+    iterations, batch_sizes = cols.get("iterations", [None] * n), cols.get("batch_size", [None] * n)
     for i in range(n):
         with jobs.row(i + 1):
             jobs.add(f"{generator}-{i}", float(cols["submit"][i]), cols["roles"][i],
                      duration=None if cols["duration"][i] is None else float(cols["duration"][i]),
-                     iterations=cols.get("iterations", [None] * n)[i], model=cols["model"][i],
-                     batch_size=cols.get("batch_size", [None] * n)[i])
+                     iterations=iterations[i], model=cols["model"][i], batch_size=batch_sizes[i])
     return jobs.table()

@@ -51,11 +51,10 @@ def sample(table: pa.Table, *, rng, n: int | None = None, fraction: float | None
     k = min(table.num_rows, int(n) if n is not None else round(fraction * table.num_rows))
     if k < 0:
         raise TraceError(f"sample: n must be >= 0, got {n}")
-    order = np.asarray(pc.sort_indices(table, [("submit_time", "ascending")]))
     if how == "first":
-        idx = order[:k]
+        idx = np.asarray(pc.sort_indices(table, [("submit_time", "ascending")]))[:k]
     elif how == "random":
-        idx = np.sort(rng.choice(table.num_rows, size=k, replace=False))
+        idx = rng.choice(table.num_rows, size=k, replace=False)
     else:
         raise TraceError(f"sample: how must be 'first' or 'random', got {how!r}")
     return table.take(pa.array(np.sort(idx)))
