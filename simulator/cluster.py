@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 
@@ -82,10 +83,7 @@ class Cluster:
     def fits(self, spec: JobSpec) -> bool:
         """Whether the job's smallest allocation (every role at ``min_count``) could ever fit
         on the whole cluster."""
-        for r in spec.roles:
-            if tasks_per_node(self.capacity, r.demand).sum() < r.min_count:
-                return False
-        return float(self.total[0]) + EPS >= sum(r.min_count * r.gpu for r in spec.roles)
+        return could_fit(self.capacity, [(r.demand, r.min_count) for r in spec.roles])
 
     def release(self, spec: JobSpec, alloc: Allocation) -> None:
         for role, nodes in alloc.items():
@@ -131,6 +129,18 @@ def _snap(free: np.ndarray, cap: np.ndarray) -> None:
     """Round away float dust so that repeated fractional takes and releases stay exact."""
     np.copyto(free, 0.0, where=np.abs(free) < EPS)
     np.copyto(free, cap, where=np.abs(free - cap) < EPS)
+
+
+def could_fit(capacity: np.ndarray, roles: list[tuple[tuple[float, float, float], int]],
+              held: Callable[[tuple[float, float, float]], int] | None = None) -> bool:
+    """Whether roles, given as (per-task demand, task count), fit an empty cluster of ``capacity``:
+    each role's tasks on the nodes at once, and all roles together within the cluster's total
+    GPUs, cores and GB. ``held(demand)`` may supply a cached count of tasks the cluster holds."""
+    held = held or (lambda d: int(tasks_per_node(capacity, d).sum()))
+    if any(held(d) < n for d, n in roles):
+        return False
+    total = capacity.sum(axis=0)
+    return all(sum(n * d[k] for d, n in roles) <= total[k] + EPS for k in range(3))
 
 
 def tasks_per_node(free: np.ndarray, demand) -> np.ndarray:

@@ -302,8 +302,12 @@ class Engine:
             if ok is None:
                 ok = seen[spec.roles] = self.cluster.fits(spec)
             if not ok:
+                need = ", ".join(f"{r.name} {r.min_count} x {r.gpu:g} GPU/{r.cpu:g} cores/{r.mem:g} GB"
+                                 for r in spec.roles)
+                have = "/".join(f"{x:g}" for x in self.cluster.total)
                 raise ValueError(f"job {spec.job_id!r} asks for more than the whole cluster "
-                                 f"({spec.num_gpus:g} GPUs of {self.cluster.total_gpus:g}); "
+                                 f"({spec.num_gpus:g} GPUs of {self.cluster.total_gpus:g}; at its smallest: {need}; "
+                                 f"cluster GPU/cores/GB {have}, node by node); "
                                  "drop or clamp such jobs with the trace's oversize rule")
 
 

@@ -85,7 +85,7 @@ def read(path: Path, *, bad: BadRows, task_table: Path | None = None, instance_t
         jobs.cols["duration"][k] = snapshot - start if start is not None and snapshot > start else None
     orphans = sum(1 for j in tasks if j not in seen)
     if orphans:
-        bad.drop("alibaba_pai2020: task rows of jobs absent from the job table", orphans)
+        bad.drop("alibaba_pai2020: jobs in the task table absent from the job table", orphans)
     return jobs.table(rebase=True)
 
 

@@ -137,8 +137,9 @@ def validate(table: pa.Table, source: str) -> pa.Table:
     bad = _first_bad_row(table)
     if bad is not None:
         row = table.slice(bad, 1).to_pylist()[0]
-        check_job(f"{source}: row {bad} (job {row['job_id']!r})", row["submit_time"], row["duration"],
-                  row["iterations"], row["status"], row["roles"])
+        where = f"{source}: row {bad} (job {row['job_id']!r})"
+        check_job(where, row["submit_time"], row["duration"], row["iterations"], row["status"], row["roles"])
+        raise TraceError(f"{where}: invalid row")  # the two checks disagree: never pass a flagged row
     return table
 
 
@@ -157,7 +158,8 @@ def _first_bad_row(table: pa.Table) -> int | None:
     parent = np.asarray(pc.list_parent_indices(roles))
     f = {k: np.asarray(flat.field(k)) for k in ("count", "gpu", "cpu", "mem", "min_count", "max_count")}
     role_ok = ((f["count"] >= 1) & (f["min_count"] >= 1) & (f["min_count"] <= f["count"])
-               & (f["count"] <= f["max_count"]) & (np.minimum(np.minimum(f["gpu"], f["cpu"]), f["mem"]) >= 0))
+               & (f["count"] <= f["max_count"]) & (np.minimum(np.minimum(f["gpu"], f["cpu"]), f["mem"]) >= 0)
+               & np.isfinite(f["gpu"] + f["cpu"] + f["mem"]))
     n = table.num_rows
     ok &= np.bincount(parent, weights=~role_ok, minlength=n) == 0
     ok &= np.bincount(parent, weights=f["gpu"] + f["cpu"] + f["mem"], minlength=n) > 0
@@ -182,8 +184,9 @@ def check_job(where: str, submit, duration, iterations, status, roles: list[dict
         if r["count"] < 1 or not (1 <= r["min_count"] <= r["count"] <= r["max_count"]):
             raise TraceError(f"{where}: role {r['name']!r} needs 1 <= min_count <= count <= max_count, "
                              f"got {r['min_count']}, {r['count']}, {r['max_count']}")
-        if min(r["gpu"], r["cpu"], r["mem"]) < 0:
-            raise TraceError(f"{where}: role {r['name']!r} has a negative demand")
+        if not all(math.isfinite(x) and x >= 0 for x in (r["gpu"], r["cpu"], r["mem"])):
+            raise TraceError(f"{where}: role {r['name']!r} needs finite, non-negative demands, "
+                             f"got gpu={r['gpu']!r} cpu={r['cpu']!r} mem={r['mem']!r}")
         total += r["gpu"] + r["cpu"] + r["mem"]
     if total <= 0:
         raise TraceError(f"{where}: job demands no resources")

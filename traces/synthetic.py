@@ -65,7 +65,9 @@ def arrivals(rng: np.random.Generator, n: int, process: str = "poisson", **param
     if process == "diurnal":
         return diurnal_arrivals(rng, n, **params)
     if process == "uniform":
-        start, end = params.get("start", 0.0), params["end"]
+        start, end = params.get("start", 0.0), params.get("end")
+        if end is None or not end > start:
+            raise TraceError(f"synthetic: uniform arrivals need an end after start ({start}), got {end!r}")
         return np.sort(rng.uniform(start, end, size=n))
     raise TraceError(f"synthetic: unknown arrival process {process!r} (poisson, diurnal, uniform)")
 

@@ -136,7 +136,6 @@ class _Fit:
 
     def __init__(self, capacity: np.ndarray):
         self.capacity, self.largest = capacity, capacity.max(axis=0)
-        self.total = capacity.sum(axis=0).tolist()
         self._held: dict[tuple, int] = {}
 
     def held(self, gpu: float, cpu: float, mem: float) -> int:
@@ -149,10 +148,10 @@ class _Fit:
         return self._held[d]
 
     def __call__(self, roles: list[dict], count: str = "min_count") -> bool:
-        if any(self.held(r["gpu"], r["cpu"], r["mem"]) < r[count] for r in roles):
-            return False
-        need = [sum(r[count] * r[k] for r in roles) for k in ("gpu", "cpu", "mem")]
-        return all(n <= t + 1e-9 for n, t in zip(need, self.total))
+        from simulator.cluster import could_fit
+
+        return could_fit(self.capacity, [((r["gpu"], r["cpu"], r["mem"]), r[count]) for r in roles],
+                         lambda d: self.held(*d))
 
     def clamp(self, job_id: str, roles: list[dict]) -> list[dict]:
         """Each task's demand cut to the largest node, each role's count to what the cluster

@@ -103,7 +103,8 @@ def test_gang_and_unknown_jobs_are_refused():
 
 
 def test_a_job_larger_than_the_cluster_is_a_clear_error():
-    with pytest.raises(ValueError, match=r"job 'big' asks for more than the whole cluster \(8 GPUs of 4\)"):
+    with pytest.raises(ValueError, match=r"job 'big' asks for more than the whole cluster "
+                                         r"\(8 GPUs of 4; at its smallest: worker 8 x 1 GPU"):
         Engine(jobs(gpu_job("big", 0.0, 8, 10.0)), cluster(), Fifo(), progress=False)
 
 
@@ -192,3 +193,11 @@ def test_a_job_that_finishes_exactly_as_its_preparation_ends_does_not_wait_for_t
     plan = {0.0: {"a": {"worker": {0: 2}}}, 90.0: {"a": {"worker": {0: 4}}}}
     states, _ = run(jobs(spec), Scripted(plan), overhead=ConstantOverhead(rescale_s=10.0, stop_free=True, pause_s=5))
     assert states["a"].end_time == pytest.approx(100.0, **EXACT)
+
+
+def test_a_job_whose_roles_together_exceed_the_cluster_cores_is_refused():
+    from simulator.job import JobSpec, RoleSpec
+    roles = (RoleSpec("ps", 1, 0.0, 24.0, 1.0, 1, 1), RoleSpec("worker", 1, 0.0, 24.0, 1.0, 1, 1))
+    spec = JobSpec(index=0, job_id="ps", submit_time=0.0, roles=roles, total_work=10.0, duration=10.0)
+    with pytest.raises(ValueError, match="job 'ps' asks for more than the whole cluster"):
+        Engine([spec], cluster(nodes=1, cpus=32), Fifo(), progress=False)  # each role fits, both do not

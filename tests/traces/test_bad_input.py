@@ -225,3 +225,19 @@ def test_unknown_option_and_format():
         traces.read("nope", S / "helios/cluster_log.csv")
     with pytest.raises(TraceError, match=r"on_bad_row must be one of"):
         traces.read("helios", S / "helios/cluster_log.csv", on_bad_row="ignore")
+
+
+def test_validate_rejects_non_finite_demands():
+    from traces.schema import Role, build_table, validate
+    for bad in (float("nan"), float("inf")):
+        table = build_table({"job_id": ["a"], "submit_time": [0.0], "duration": [10.0],
+                             "roles": [[Role("worker", 1, gpu=1.0, cpu=bad)]]})
+        with pytest.raises(TraceError, match=r"t: row 0 \(job 'a'\): role 'worker' needs finite, non-negative demands"):
+            validate(table, "t")
+
+
+def test_uniform_arrivals_need_an_end():
+    import numpy as np
+    from traces.synthetic import arrivals
+    with pytest.raises(TraceError, match="uniform arrivals need an end after start"):
+        arrivals(np.random.default_rng(0), 5, process="uniform")
