@@ -12,10 +12,10 @@ from omegaconf import DictConfig, OmegaConf
 import policies
 from simulator import cluster as cluster_mod
 from simulator.engine import Engine
-from simulator.metrics import Recorder, format_summary
+from simulator.metrics import Recorder, atomic_write, format_summary
 from simulator import overhead as overhead_mod
 from simulator.workload import Assignment, build_jobs
-from traces.load import LoadReport
+from traces.load import REJECTS_FILE, LoadReport
 from traces.load import load as load_trace_table
 from traces.transform import oversize
 
@@ -63,7 +63,9 @@ def run(cfg: DictConfig, run_dir: str | Path) -> tuple[dict, Recorder]:
     wall = time.perf_counter() - t0
     meta = {"config": OmegaConf.to_container(cfg, resolve=True), "wall_time_s": wall,
             "jobs": len(engine.jobs), "nodes": engine.cluster.num_nodes, "trace": trace_report.as_dict()}
-    trace_report.write_rejects(run_dir)
+    if trace_report.rejects:
+        Path(run_dir).mkdir(parents=True, exist_ok=True)
+        atomic_write(Path(run_dir) / REJECTS_FILE, trace_report.write_rejects)
     summary = recorder.write(run_dir, meta)
     return summary, recorder
 

@@ -44,18 +44,13 @@ class LoadReport:
                 "rejected": len(self.rejects), "rejects_file": REJECTS_FILE if self.rejects else None,
                 "dropped": self.dropped, "transforms": self.transforms, "oversize": self.oversize, "jobs": self.jobs}
 
-    def write_rejects(self, run_dir: str | Path) -> Path | None:
-        """The rejected rows as CSV (source, line, field, reason, raw), if there are any."""
-        if not self.rejects:
-            return None
-        path = Path(run_dir) / REJECTS_FILE
-        path.parent.mkdir(parents=True, exist_ok=True)
+    def write_rejects(self, path: str | Path) -> None:
+        """The rejected rows as CSV (source, line, field, reason, raw) at ``path``."""
         with open(path, "w", newline="") as f:
             w = csv.writer(f)
             w.writerow(["source", "line", "field", "reason", "raw"])
             for r in self.rejects:
                 w.writerow([r.source, r.line, r.field, r.reason, r.raw])
-        return path
 
 
 def load(cfg: Mapping, seed: int = 0) -> tuple[pa.Table, LoadReport]:
