@@ -26,12 +26,12 @@ def load_trace(cfg: DictConfig, seed: int = 0) -> tuple[pa.Table, LoadReport]:
     return load_trace_table(OmegaConf.to_container(cfg, resolve=True), seed)
 
 
-def trace_gpu_demand(table: pa.Table) -> tuple[float, float, float]:
-    """(mean busy GPUs if every job started on arrival, largest job's GPUs, total GPU-seconds)."""
+def trace_gpu_demand(table: pa.Table) -> tuple[float, float]:
+    """(mean busy GPUs if every job started on arrival, largest job's GPUs)."""
     gpus, dur, submit = table["num_gpus"], table["duration"], table["submit_time"]
     gpu_s = pc.sum(pc.multiply(gpus, dur)).as_py() or 0.0
     span = (pc.max(pc.add(submit, dur)).as_py() or 0.0) - (pc.min(submit).as_py() or 0.0)
-    return (gpu_s / span if span > 0 else 0.0), pc.max(gpus).as_py() or 0.0, gpu_s
+    return (gpu_s / span if span > 0 else 0.0), pc.max(gpus).as_py() or 0.0
 
 
 def build_engine(cfg: DictConfig, table: pa.Table | None = None, trace_report: LoadReport | None = None) -> Engine:

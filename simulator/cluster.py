@@ -152,19 +152,19 @@ def tasks_per_node(free: np.ndarray, demand) -> np.ndarray:
     return np.floor((free[:, need] + EPS) / demand[need]).min(axis=1).astype(np.int64)
 
 
-def from_config(cfg, trace_gpus: tuple[float, float, float] | None = None) -> Cluster:
+def from_config(cfg, trace_gpus: tuple[float, float] | None = None) -> Cluster:
     """Build a cluster from its config: explicit ``groups``, or ``auto`` sized from the trace.
 
     ``auto`` (used by the ElasticFlow benchmark) makes nodes of ``gpus_per_node`` GPUs, as
     many as ``load_factor`` x the trace's mean busy GPUs, and at least its largest job.
-    ``trace_gpus`` is (mean busy GPUs, largest job's GPUs, total GPU-seconds: not used here).
+    ``trace_gpus`` is (mean busy GPUs, largest job's GPUs).
     """
     groups = [NodeGroup(**dict(g)) for g in cfg.get("groups", [])]
     auto = cfg.get("auto")
     if auto:
         if trace_gpus is None:
             raise ValueError("cluster.auto needs the trace's GPU demand")
-        mean_busy, largest, _ = trace_gpus
+        mean_busy, largest = trace_gpus
         per = float(auto["gpus_per_node"])
         gpus = max(float(auto.get("load_factor", 1.2)) * mean_busy, largest)
         count = max(1, math.ceil(gpus / per - EPS))

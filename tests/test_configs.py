@@ -14,7 +14,7 @@ CONFIGS = Path(__file__).parent.parent / "configs"
 def test_cluster_configs_build(path):
     cfg = OmegaConf.load(path)
     assert cfg.name == path.stem
-    cluster = from_config(cfg, (100.0, 8.0, 0.0))
+    cluster = from_config(cfg, (100.0, 8.0))
     assert cluster.num_nodes > 0 and cluster.total.sum() > 0
 
 
