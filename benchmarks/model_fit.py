@@ -18,9 +18,9 @@ import argparse
 import numpy as np
 import yaml
 
-from simulator import profiles
-from simulator.convergence import LossCurve, LossFitter, epochs_to_converge
-from simulator.speed import AllReduceSpeed, OptimusSpeed, holdout_mape, mape
+from clustersim.simulator import profiles
+from clustersim.simulator.convergence import LossCurve, LossFitter, epochs_to_converge
+from clustersim.simulator.speed import AllReduceSpeed, OptimusSpeed, holdout_mape, mape
 
 EDL_SPREAD = {"vgg16": 0.83, "vgg19": 0.83, "resnet152": 0.97}   # seed 001 §6.2 Fig. 10a
 FIVE = [(1, 1), (3, 5), (5, 3), (9, 9), (13, 5)]                  # 5 pre-run settings on the measured grid

@@ -12,12 +12,12 @@ from __future__ import annotations
 import argparse
 import time
 
-import policies
-import traces
+from clustersim import policies
+from clustersim import traces
 from clustersim.experiment import compose, trace_gpu_demand
-from simulator.cluster import from_config
-from simulator.engine import Engine
-from simulator.workload import build_jobs
+from clustersim.simulator.cluster import from_config
+from clustersim.simulator.engine import Engine
+from clustersim.simulator.workload import build_jobs
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])

@@ -22,8 +22,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-import traces  # noqa: E402
-from traces.load import load  # noqa: E402
+from clustersim import traces  # noqa: E402
+from clustersim.traces.load import load  # noqa: E402
 
 CLUSTERS = [f"bundled:elasticflow/raw/cluster{i:02d}.csv" for i in range(1, 11)]
 

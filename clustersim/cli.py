@@ -9,7 +9,7 @@ from omegaconf import DictConfig
 from clustersim.experiment import report, run
 
 
-@hydra.main(version_base=None, config_path="pkg://configs", config_name="config")
+@hydra.main(version_base=None, config_path="pkg://clustersim.configs", config_name="config")
 def main(cfg: DictConfig) -> None:
     run_dir = HydraConfig.get().runtime.output_dir
     summary, _ = run(cfg, run_dir)

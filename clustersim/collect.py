@@ -18,7 +18,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from simulator.metrics import atomic_write
+from clustersim.simulator.metrics import atomic_write
 
 CHOICES = ("trace", "cluster", "policy", "overhead", "profile")
 

@@ -9,15 +9,15 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from omegaconf import DictConfig, OmegaConf
 
-import policies
-from simulator import cluster as cluster_mod
-from simulator.engine import Engine
-from simulator.metrics import Recorder, atomic_write, format_summary
-from simulator import overhead as overhead_mod
-from simulator.workload import Assignment, build_jobs
-from traces.load import REJECTS_FILE, LoadReport
-from traces.load import load as load_trace_table
-from traces.transform import oversize
+from clustersim import policies
+from clustersim.simulator import cluster as cluster_mod
+from clustersim.simulator.engine import Engine
+from clustersim.simulator.metrics import Recorder, atomic_write, format_summary
+from clustersim.simulator import overhead as overhead_mod
+from clustersim.simulator.workload import Assignment, build_jobs
+from clustersim.traces.load import REJECTS_FILE, LoadReport
+from clustersim.traces.load import load as load_trace_table
+from clustersim.traces.transform import oversize
 
 
 def load_trace(cfg: DictConfig, seed: int = 0) -> tuple[pa.Table, LoadReport]:
@@ -79,5 +79,5 @@ def compose(overrides: list[str] | tuple[str, ...] = ()) -> DictConfig:
     """The config `clustersim <overrides>` would run, for notebooks and scripts."""
     from hydra import compose as hydra_compose, initialize_config_module
 
-    with initialize_config_module(config_module="configs", version_base=None):
+    with initialize_config_module(config_module="clustersim.configs", version_base=None):
         return hydra_compose("config", overrides=list(overrides))

@@ -6,7 +6,7 @@ scheme); the admitted jobs are placed on real nodes afterwards.
 
 from __future__ import annotations
 
-from simulator.cluster import EPS
+from clustersim.simulator.cluster import EPS
 
 
 def budget(cluster) -> list[float]:

@@ -15,10 +15,10 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING, ClassVar, Mapping
 
-from simulator.job import Allocation, JobSpec, JobState, RoleSpec, Status
+from clustersim.simulator.job import Allocation, JobSpec, JobState, RoleSpec, Status
 
 if TYPE_CHECKING:
-    from simulator.cluster import Cluster
+    from clustersim.simulator.cluster import Cluster
 
 
 class OracleError(PermissionError):

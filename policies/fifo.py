@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from collections import deque
 
-from policies.base import Decision, Policy, View, register
-from policies.placement import strategy
-from simulator.cluster import EPS
+from clustersim.policies.base import Decision, Policy, View, register
+from clustersim.policies.placement import strategy
+from clustersim.simulator.cluster import EPS
 
 
 @register

@@ -19,10 +19,10 @@ from __future__ import annotations
 import heapq
 from typing import ClassVar
 
-from policies.admission import GpuSizes, admit, budget
-from policies.base import Decision, JobView, Policy, View, register
-from policies.placement import keep_in_place, release, strategy
-from simulator.cluster import EPS
+from clustersim.policies.admission import GpuSizes, admit, budget
+from clustersim.policies.base import Decision, JobView, Policy, View, register
+from clustersim.policies.placement import keep_in_place, release, strategy
+from clustersim.simulator.cluster import EPS
 
 
 class _ShortestFirst(Policy):

@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from policies.base import Decision, JobView, Policy, View
-from policies.placement import merge, shrink, strategy
-from simulator.job import task_counts
+from clustersim.policies.base import Decision, JobView, Policy, View
+from clustersim.policies.placement import merge, shrink, strategy
+from clustersim.simulator.job import task_counts
 
 
 class Step:

@@ -27,8 +27,8 @@ from typing import Callable, Mapping, Sequence
 
 import numpy as np
 
-from simulator.cluster import EPS, tasks_per_node
-from simulator.job import RoleSpec
+from clustersim.simulator.cluster import EPS, tasks_per_node
+from clustersim.simulator.job import RoleSpec
 
 Placement = Callable[[np.ndarray, Sequence[RoleSpec], Mapping[str, int]], "dict | None"]
 

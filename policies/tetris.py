@@ -21,9 +21,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from policies.base import JobView, View, register
-from policies.periodic import Periodic, Step
-from simulator.cluster import EPS
+from clustersim.policies.base import JobView, View, register
+from clustersim.policies.periodic import Periodic, Step
+from clustersim.simulator.cluster import EPS
 
 
 @register

@@ -27,10 +27,10 @@ from bisect import bisect_left, bisect_right, insort
 
 import numpy as np
 
-from policies.admission import GpuSizes, admit, budget
-from policies.base import Decision, JobView, Policy, View, register
-from policies.placement import consolidate, keep_in_place, min_nodes, release, strategy
-from simulator.job import nodes_of
+from clustersim.policies.admission import GpuSizes, admit, budget
+from clustersim.policies.base import Decision, JobView, Policy, View, register
+from clustersim.policies.placement import consolidate, keep_in_place, min_nodes, release, strategy
+from clustersim.simulator.job import nodes_of
 
 EPS = 1e-6  # seconds: a threshold reached within a microsecond counts as reached
 
@@ -347,8 +347,8 @@ class GittinsIndex:
     @classmethod
     def from_file(cls, path: str, delta: float) -> "GittinsIndex":
         """Read a one-column CSV of job GPU-times (``duration``), like the simulator's yarn-gput files."""
-        from traces import resolve
-        from traces.csvrows import number, rows
+        from clustersim.traces import resolve
+        from clustersim.traces.csvrows import number, rows
 
         p = resolve(path)
         samples = [number(p, line, "duration", r["duration"], positive=True) for line, r in rows(p, ("duration",))]

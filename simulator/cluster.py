@@ -12,7 +12,7 @@ from typing import Callable
 
 import numpy as np
 
-from simulator.job import Allocation, JobSpec
+from clustersim.simulator.job import Allocation, JobSpec
 
 RESOURCES = ("gpu", "cpu", "mem")
 EPS = 1e-9

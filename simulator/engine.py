@@ -16,12 +16,12 @@ import simpy
 from simpy.events import NORMAL, Event
 from tqdm import tqdm
 
-from policies.base import Decision, JobView, Policy, PolicyError, View, read_only
-from simulator.cluster import Cluster
-from simulator.job import EMPTY, Allocation, JobSpec, JobState, Status, alloc_gpus, nodes_of, task_counts
-from simulator.metrics import Recorder
-from simulator.overhead import Change, ConstantOverhead, OverheadModel
-from simulator.speed import LinearSpeed, SpeedModel
+from clustersim.policies.base import Decision, JobView, Policy, PolicyError, View, read_only
+from clustersim.simulator.cluster import Cluster
+from clustersim.simulator.job import EMPTY, Allocation, JobSpec, JobState, Status, alloc_gpus, nodes_of, task_counts
+from clustersim.simulator.metrics import Recorder
+from clustersim.simulator.overhead import Change, ConstantOverhead, OverheadModel
+from clustersim.simulator.speed import LinearSpeed, SpeedModel
 
 DECIDE = NORMAL + 1  # decisions run after every other event of the same instant
 

@@ -17,7 +17,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from simulator.job import JobState, Status
+from clustersim.simulator.job import JobState, Status
 
 
 class Recorder:

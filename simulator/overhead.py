@@ -20,7 +20,7 @@ from dataclasses import dataclass, fields
 from enum import Enum
 from typing import Callable, Protocol
 
-from simulator.job import Allocation, JobSpec, alloc_gpus, nodes_of, task_counts
+from clustersim.simulator.job import Allocation, JobSpec, alloc_gpus, nodes_of, task_counts
 
 
 class Change(Enum):

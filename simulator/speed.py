@@ -23,7 +23,7 @@ import numpy as np
 from scipy.interpolate import LinearNDInterpolator, NearestNDInterpolator
 from scipy.optimize import nnls
 
-from simulator.job import Allocation, JobSpec, nodes_of, task_counts
+from clustersim.simulator.job import Allocation, JobSpec, nodes_of, task_counts
 
 Sample = tuple[tuple, float]
 PRIOR_WEIGHT = 1e-3   # a prior row's weight relative to a sample's (squared: 10^-6)

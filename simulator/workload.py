@@ -22,10 +22,10 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import pyarrow as pa
 
-from simulator.cluster import tasks_per_node
-from simulator.job import JobSpec, RoleSpec
-from simulator.rng import component_rng
-from traces.schema import TraceError
+from clustersim.simulator.cluster import tasks_per_node
+from clustersim.simulator.job import JobSpec, RoleSpec
+from clustersim.simulator.rng import component_rng
+from clustersim.traces.schema import TraceError
 
 COLUMNS = ["job_id", "submit_time", "duration", "iterations", "roles", "tenant", "user", "model",
            "deadline", "priority", "batch_size", "gpu_type"]
@@ -59,7 +59,7 @@ class Assignment:
         cfg = dict(cfg or {})
         if not cfg.get("zoo", False):
             return None
-        from simulator import profiles
+        from clustersim.simulator import profiles
         zoo = profiles.load(cfg.get("files"))
         pool = {k: list(v) for k, v in (cfg.get("pool") or {}).items()}
         for family in ("gpu", "ps"):
@@ -94,7 +94,7 @@ def build_jobs(table: pa.Table, source: str = "trace", assignment: Assignment | 
             spec = _with_profile(spec, assignment, rng, cluster, rates, where)
         jobs.append(spec)
     if assignment and (assignment.curves_for_all or any(s.total_work == 0 for s in jobs)):
-        from simulator.convergence import assign_curves
+        from clustersim.simulator.convergence import assign_curves
         jobs = assign_curves(jobs, assignment, component_rng(seed, "convergence"), source, assignment.curves_for_all)
         jobs = [s if s.duration is not None else replace(s, duration=s.total_work / rates[_rate_key(s)]) for s in jobs]
     return jobs

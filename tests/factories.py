@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from simulator.cluster import Cluster, NodeGroup
-from simulator.job import JobSpec, RoleSpec
+from clustersim.simulator.cluster import Cluster, NodeGroup
+from clustersim.simulator.job import JobSpec, RoleSpec
 
 
 def gpu_job(job_id: str, submit: float, gpus: int, duration: float, *, work: float | None = None,

@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
-from simulator.cluster import from_config
+from clustersim.simulator.cluster import from_config
 
 CONFIGS = Path(__file__).parent.parent / "configs"
 
@@ -20,7 +20,7 @@ def test_cluster_configs_build(path):
 
 def test_tiresias_cluster_specs_match_their_csv():
     import csv
-    from traces import DATA
+    from clustersim.traces import DATA
     for name in ("n32g4", "n160g8", "n256g8"):
         row = list(csv.DictReader(open(DATA / "tiresias" / f"{name}.csv")))[0]
         cluster = from_config(OmegaConf.load(CONFIGS / "cluster" / f"{name}.yaml"))
@@ -33,7 +33,7 @@ def test_tiresias_cluster_specs_match_their_csv():
 
 def test_openb_cluster_has_every_node_of_the_node_list():
     import pandas as pd
-    from traces import DATA
+    from clustersim.traces import DATA
     nodes = pd.read_csv(DATA / "alibaba_v2023" / "openb_node_list_all_node.csv")
     cluster = from_config(OmegaConf.load(CONFIGS / "cluster" / "openb.yaml"))
     assert cluster.num_nodes == len(nodes)

@@ -17,8 +17,8 @@ from typing import Callable
 
 import pyarrow as pa
 
-from traces.collect import BadRows
-from traces.schema import TraceError, validate
+from clustersim.traces.collect import BadRows
+from clustersim.traces.schema import TraceError, validate
 
 DATA = Path(__file__).parent / "data"
 BUNDLED = "bundled:"
@@ -98,4 +98,4 @@ def check_options(fmt: Format, options: dict) -> None:
 
 def _import_all() -> None:
     for m in _MODULES:
-        importlib.import_module(f"traces.{m}")
+        importlib.import_module(f"clustersim.traces.{m}")

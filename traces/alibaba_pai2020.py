@@ -22,10 +22,10 @@ from __future__ import annotations
 from collections import defaultdict
 from pathlib import Path
 
-from traces import DATA, register
-from traces.collect import BadRows, Jobs, check_never_ran
-from traces.csvrows import choice, number, optional_number, read_header, rows, text
-from traces.schema import Role, TraceError
+from clustersim.traces import DATA, register
+from clustersim.traces.collect import BadRows, Jobs, check_never_ran
+from clustersim.traces.csvrows import choice, number, optional_number, read_header, rows, text
+from clustersim.traces.schema import Role, TraceError
 
 STATUS = {"Terminated": "completed", "Failed": "failed", "Running": "running", "Waiting": "pending"}
 BUNDLED_HEADERS = DATA / "alibaba_v2020"

@@ -17,12 +17,12 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from traces.collect import BadRows, Reject
-from traces.schema import JOB_TABLE
+from clustersim.traces.collect import BadRows, Reject
+from clustersim.traces.schema import JOB_TABLE
 
 ENV = "CLUSTERSIM_CACHE"
 META = b"clustersim.load"
-SHARED = ("traces.csvrows", "traces.collect", "traces.schema")  # the parsing code every reader runs
+SHARED = ("clustersim.traces.csvrows", "clustersim.traces.collect", "clustersim.traces.schema")  # the parsing code every reader runs
 
 
 def default_dir() -> Path:

@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from traces.schema import Role, TraceError, build_table, check_job
+from clustersim.traces.schema import Role, TraceError, build_table, check_job
 
 ON_BAD_ROW = ("error", "skip")
 NEVER_RAN = ("drop", "keep")  # jobs the trace shows never running: left out (counted) or kept, duration null

@@ -9,8 +9,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Iterator, Mapping
 
-from traces.collect import BadRows
-from traces.schema import TraceError
+from clustersim.traces.collect import BadRows
+from clustersim.traces.schema import TraceError
 
 
 def rows(path: Path, required: tuple[str, ...], delimiter: str = ",", *, header: list[str] | None = None,

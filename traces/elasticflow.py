@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from traces import register
-from traces.collect import BadRows, Jobs
-from traces.csvrows import Ordered, number, rows, text
-from traces.schema import gpu_worker_role
+from clustersim.traces import register
+from clustersim.traces.collect import BadRows, Jobs
+from clustersim.traces.csvrows import Ordered, number, rows, text
+from clustersim.traces.schema import gpu_worker_role
 
 COLUMNS = ("job_id", "submission_time", "duration", "num_gpu")
 EXTRA = ("num_iteration", "model_name", "deadline", "batch_size")

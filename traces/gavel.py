@@ -20,10 +20,10 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from traces import register
-from traces.collect import BadRows, Jobs
-from traces.csvrows import Ordered, number, text
-from traces.schema import TraceError, gpu_worker_role
+from clustersim.traces import register
+from clustersim.traces.collect import BadRows, Jobs
+from clustersim.traces.csvrows import Ordered, number, text
+from clustersim.traces.schema import TraceError, gpu_worker_role
 
 LAYOUTS = {
     7: ("job_type", "command", "num_steps_arg", "needs_data_dir", "total_steps", "arrival_time", "scale_factor"),

@@ -23,10 +23,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
 
-from traces import register
-from traces.collect import BadRows, Jobs, check_never_ran
-from traces.csvrows import Ordered, number, open_text, optional_number, rows
-from traces.schema import Role, TraceError
+from clustersim.traces import register
+from clustersim.traces.collect import BadRows, Jobs, check_never_ran
+from clustersim.traces.csvrows import Ordered, number, open_text, optional_number, rows
+from clustersim.traces.schema import Role, TraceError
 
 WINDOW_OFFSET_S = 600.0  # event times count from 600 s before the window (schema docs 2011 and v3)
 AFTER_WINDOW = 2**63 - 1

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from traces import register
-from traces.collect import BadRows, Jobs, check_never_ran
-from traces.csvrows import choice, number, rows, text, timestamp
-from traces.schema import Role, TraceError, gpu_worker_role
+from clustersim.traces import register
+from clustersim.traces.collect import BadRows, Jobs, check_never_ran
+from clustersim.traces.csvrows import choice, number, rows, text, timestamp
+from clustersim.traces.schema import Role, TraceError, gpu_worker_role
 
 COLUMNS = ("job_id", "user", "vc", "gpu_num", "cpu_num", "node_num", "state", "submit_time", "start_time",
            "end_time", "duration")

@@ -17,10 +17,10 @@ from typing import Mapping
 import pyarrow as pa
 import pyarrow.compute as pc
 
-import traces
-from traces import cache, synthetic, transform
-from traces.collect import BadRows, Reject
-from traces.schema import TraceError, validate
+from clustersim import traces
+from clustersim.traces import cache, synthetic, transform
+from clustersim.traces.collect import BadRows, Reject
+from clustersim.traces.schema import TraceError, validate
 
 REJECTS_FILE = "trace_rejects.csv"
 
@@ -55,7 +55,7 @@ class LoadReport:
 
 def load(cfg: Mapping, seed: int = 0) -> tuple[pa.Table, LoadReport]:
     """Load the trace a trace config describes; the seed drives random transforms and generators."""
-    from simulator.rng import component_rng
+    from clustersim.simulator.rng import component_rng
 
     fmt = _required(cfg, "format")
     report = LoadReport(name=str(cfg.get("name") or fmt), format=fmt, on_bad_row=cfg.get("on_bad_row") or "error")

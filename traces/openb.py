@@ -13,10 +13,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from traces import register
-from traces.collect import BadRows, Jobs, check_never_ran
-from traces.csvrows import choice, number, optional_number, rows, text
-from traces.schema import Role, TraceError, gpu_worker_role
+from clustersim.traces import register
+from clustersim.traces.collect import BadRows, Jobs, check_never_ran
+from clustersim.traces.csvrows import choice, number, optional_number, rows, text
+from clustersim.traces.schema import Role, TraceError, gpu_worker_role
 
 COLUMNS = ("name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli")
 TIMES = ("creation_time", "deletion_time", "scheduled_time")

@@ -22,10 +22,10 @@ from typing import Iterator
 
 import ijson
 
-from traces import register
-from traces.collect import BadRows, Jobs, check_never_ran
-from traces.csvrows import number, rows, text, timestamp
-from traces.schema import TraceError, gpu_worker_role
+from clustersim.traces import register
+from clustersim.traces.collect import BadRows, Jobs, check_never_ran
+from clustersim.traces.csvrows import number, rows, text, timestamp
+from clustersim.traces.schema import TraceError, gpu_worker_role
 
 STATUS = {"Pass": "completed", "Killed": "killed", "Failed": "failed"}
 DURATIONS = ("wall", "sum_attempts")

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from traces import register
-from traces.collect import BadRows, Jobs
-from traces.csvrows import number, rows, text, timestamp
-from traces.schema import TraceError, gpu_worker_role
+from clustersim.traces import register
+from clustersim.traces.collect import BadRows, Jobs
+from clustersim.traces.csvrows import number, rows, text, timestamp
+from clustersim.traces.schema import TraceError, gpu_worker_role
 
 COLUMNS = ("timestamp", "duration", "num_gpus", "gpu_time", "cluster")
 

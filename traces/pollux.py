@@ -13,10 +13,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from traces import register
-from traces.collect import BadRows, Jobs
-from traces.csvrows import number, rows, text
-from traces.schema import TraceError, gpu_worker_role
+from clustersim.traces import register
+from clustersim.traces.collect import BadRows, Jobs
+from clustersim.traces.csvrows import number, rows, text
+from clustersim.traces.schema import TraceError, gpu_worker_role
 
 COLUMNS = ("name", "time", "application", "num_replicas", "batch_size")
 

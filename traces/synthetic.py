@@ -23,8 +23,8 @@ import math
 
 import numpy as np
 
-from traces.collect import Jobs
-from traces.schema import Role, TraceError, gpu_worker_role
+from clustersim.traces.collect import Jobs
+from clustersim.traces.schema import Role, TraceError, gpu_worker_role
 
 DAY_S = 86400.0
 

@@ -11,7 +11,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from traces.schema import TraceError, validate
+from clustersim.traces.schema import TraceError, validate
 
 
 def apply(table: pa.Table, steps: list[dict], rng_for) -> tuple[pa.Table, list[dict]]:
@@ -140,7 +140,7 @@ class _Fit:
 
     def held(self, gpu: float, cpu: float, mem: float) -> int:
         """Tasks of one demand the empty cluster holds (cached: jobs share a few demands)."""
-        from simulator.cluster import tasks_per_node
+        from clustersim.simulator.cluster import tasks_per_node
 
         d = (gpu, cpu, mem)
         if d not in self._held:
@@ -148,7 +148,7 @@ class _Fit:
         return self._held[d]
 
     def __call__(self, roles: list[dict], count: str = "min_count") -> bool:
-        from simulator.cluster import could_fit
+        from clustersim.simulator.cluster import could_fit
 
         return could_fit(self.capacity, [((r["gpu"], r["cpu"], r["mem"]), r[count]) for r in roles],
                          lambda d: self.held(*d))

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import yaml
 
-from simulator.job import JobSpec
-from simulator.overhead import DEFAULT_COSTS, ModelCosts
-from simulator.speed import AllReduceSpeed, DLRoverSpeed, ProfileSpeed, TableSpeed, scaling_role
+from clustersim.simulator.job import JobSpec
+from clustersim.simulator.overhead import DEFAULT_COSTS, ModelCosts
+from clustersim.simulator.speed import AllReduceSpeed, DLRoverSpeed, ProfileSpeed, TableSpeed, scaling_role
 
 HERE = Path(__file__).parent
 FAMILIES = ("gpu", "ps")

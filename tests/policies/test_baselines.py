@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-import policies
-import traces
-from policies.tiresias import GittinsIndex
-from simulator.cluster import Cluster, NodeGroup
-from simulator.engine import Engine
-from simulator.job import JobSpec, RoleSpec, task_counts
-from simulator.overhead import ConstantOverhead
-from simulator.workload import build_jobs
+from clustersim import policies
+from clustersim import traces
+from clustersim.policies.tiresias import GittinsIndex
+from clustersim.simulator.cluster import Cluster, NodeGroup
+from clustersim.simulator.engine import Engine
+from clustersim.simulator.job import JobSpec, RoleSpec, task_counts
+from clustersim.simulator.overhead import ConstantOverhead
+from clustersim.simulator.workload import build_jobs
 from tests.factories import cluster, gpu_job, jobs
 
 

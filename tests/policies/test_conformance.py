@@ -11,15 +11,15 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-import policies
-import traces
-from policies.base import Decision, OracleError
-from simulator.cluster import EPS
-from simulator.engine import Engine
-from simulator.job import JobSpec, RoleSpec, task_counts
-from simulator.overhead import ConstantOverhead
-from simulator.rng import component_rng
-from simulator.workload import build_jobs
+from clustersim import policies
+from clustersim import traces
+from clustersim.policies.base import Decision, OracleError
+from clustersim.simulator.cluster import EPS
+from clustersim.simulator.engine import Engine
+from clustersim.simulator.job import JobSpec, RoleSpec, task_counts
+from clustersim.simulator.overhead import ConstantOverhead
+from clustersim.simulator.rng import component_rng
+from clustersim.simulator.workload import build_jobs
 from tests.factories import cluster
 
 ALL = policies.names()
@@ -177,8 +177,8 @@ def test_decisions_do_not_depend_on_hidden_truth(name):
 
 
 def test_a_view_refuses_ground_truth_to_a_non_oracle():
-    from policies.base import Clock, JobView
-    from simulator.job import JobState
+    from clustersim.policies.base import Clock, JobView
+    from clustersim.simulator.job import JobState
     spec = random_trace(1, n=1)[0]
     with pytest.raises(OracleError):
         JobView(JobState(spec), Clock(), oracle=False).remaining_work

@@ -2,8 +2,8 @@
 
 import pytest
 
-from policies.fifo import Fifo
-from simulator.engine import Engine
+from clustersim.policies.fifo import Fifo
+from clustersim.simulator.engine import Engine
 from tests.factories import cluster, gpu_job, jobs
 
 
@@ -56,8 +56,8 @@ def _spy(decide, into):
 
 
 def test_every_job_of_the_tiresias_trace_run_alone_takes_its_recorded_duration():
-    import traces
-    from simulator.workload import build_jobs
+    from clustersim import traces
+    from clustersim.simulator.workload import build_jobs
     specs = build_jobs(traces.read("tiresias", "bundled:tiresias/60_job.csv"))
     rec = Engine(specs, cluster(nodes=64, gpus=8), Fifo(), progress=False).run()  # room for all at once
     for st in rec.states:

@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from policies.placement import STRATEGIES, keep_in_place, merge, min_nodes, release, shrink, strategy
-from simulator.job import RoleSpec
+from clustersim.policies.placement import STRATEGIES, keep_in_place, merge, min_nodes, release, shrink, strategy
+from clustersim.simulator.job import RoleSpec
 
 WORKER = RoleSpec("worker", 1, 1.0, 2.0, 8.0, 1, 1)
 PS = RoleSpec("ps", 1, 0.0, 4.0, 10.0, 1, 1)
@@ -78,7 +78,7 @@ def test_min_nodes_and_release_keep_shrink_merge():
 
 
 def test_admission_takes_a_job_only_if_all_three_resources_fit_and_counts_sizes():
-    from policies.admission import GpuSizes, admit, budget
+    from clustersim.policies.admission import GpuSizes, admit, budget
     from tests.factories import cluster
 
     cl = cluster(nodes=2, gpus=4, cpus=32, mem=256)

@@ -3,12 +3,12 @@
 import numpy as np
 import pytest
 
-import traces
-from policies.base import Clock, JobView, OracleError
-from simulator.convergence import LossCurve, LossFitter, epochs_to_converge, loss, smooth_outliers
-from simulator.engine import Engine
-from simulator.job import JobState
-from simulator.workload import Assignment, build_jobs
+from clustersim import traces
+from clustersim.policies.base import Clock, JobView, OracleError
+from clustersim.simulator.convergence import LossCurve, LossFitter, epochs_to_converge, loss, smooth_outliers
+from clustersim.simulator.engine import Engine
+from clustersim.simulator.job import JobState
+from clustersim.simulator.workload import Assignment, build_jobs
 from tests.factories import cluster
 
 SEQ2SEQ = (0.21, 1.07, 0.07)   # Optimus Fig. 5
@@ -79,7 +79,7 @@ def test_a_job_with_a_curve_still_finishes_at_its_convergence_point():
     table = traces.read("tiresias", "bundled:tiresias/60_job.csv")
     a = assignment()
     spec = build_jobs(table, "t", a, cluster(16, 4), seed=0)[0]
-    from policies.fifo import Fifo
+    from clustersim.policies.fifo import Fifo
     (st,) = Engine([spec], cluster(16, 4), Fifo(), speed=a.zoo.speed, progress=False).run().states
     assert st.end_time - spec.submit_time == pytest.approx(spec.duration, rel=1e-9)
     assert len(spec.curve.observations(st.progress)) == spec.curve.epochs

@@ -2,11 +2,11 @@
 
 import pytest
 
-from policies.base import Decision, OracleError, Policy, PolicyError
-from policies.fifo import Fifo
-from simulator.cluster import CapacityError
-from simulator.engine import Engine
-from simulator.overhead import ConstantOverhead
+from clustersim.policies.base import Decision, OracleError, Policy, PolicyError
+from clustersim.policies.fifo import Fifo
+from clustersim.simulator.cluster import CapacityError
+from clustersim.simulator.engine import Engine
+from clustersim.simulator.overhead import ConstantOverhead
 from tests.factories import cluster, gpu_job, jobs
 
 EXACT = dict(rel=1e-12, abs=1e-9)
@@ -196,7 +196,7 @@ def test_a_job_that_finishes_exactly_as_its_preparation_ends_does_not_wait_for_t
 
 
 def test_a_job_whose_roles_together_exceed_the_cluster_cores_is_refused():
-    from simulator.job import JobSpec, RoleSpec
+    from clustersim.simulator.job import JobSpec, RoleSpec
     roles = (RoleSpec("ps", 1, 0.0, 24.0, 1.0, 1, 1), RoleSpec("worker", 1, 0.0, 24.0, 1.0, 1, 1))
     spec = JobSpec(index=0, job_id="ps", submit_time=0.0, roles=roles, total_work=10.0, duration=10.0)
     with pytest.raises(ValueError, match="job 'ps' asks for more than the whole cluster"):

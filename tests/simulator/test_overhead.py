@@ -5,11 +5,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from policies.base import Decision, Policy
-from simulator import profiles
-from simulator.engine import Engine
-from simulator.job import JobSpec, RoleSpec
-from simulator.overhead import (Change, ConstantOverhead, ElasticFlowOverhead, MechanismOverhead, ModelCosts,
+from clustersim.policies.base import Decision, Policy
+from clustersim.simulator import profiles
+from clustersim.simulator.engine import Engine
+from clustersim.simulator.job import JobSpec, RoleSpec
+from clustersim.simulator.overhead import (Change, ConstantOverhead, ElasticFlowOverhead, MechanismOverhead, ModelCosts,
                                 Transition, make)
 from tests.factories import cluster, gpu_job, jobs
 

@@ -2,8 +2,8 @@
 
 import pytest
 
-from simulator import profiles
-from simulator.profiles import ProfileError, normalise
+from clustersim.simulator import profiles
+from clustersim.simulator.profiles import ProfileError, normalise
 
 ZOO = profiles.load()
 
@@ -44,7 +44,7 @@ def test_normalise():
 
 
 def test_profiles_without_own_measurements_fall_back_to_default_costs():
-    from simulator.overhead import DEFAULT_COSTS
+    from clustersim.simulator.overhead import DEFAULT_COSTS
     from tests.factories import gpu_job
     assert ZOO.costs_of(gpu_job("j", 0, 1, 1.0, profile="googlenet")) == DEFAULT_COSTS
     assert ZOO.costs_of(gpu_job("j", 0, 1, 1.0, profile=None)) == DEFAULT_COSTS

@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from simulator import profiles
-from simulator.speed import (AllReduceSpeed, DLRoverSpeed, LinearSpeed, OptimusSpeed, TableSpeed, holdout_mape,
+from clustersim.simulator import profiles
+from clustersim.simulator.speed import (AllReduceSpeed, DLRoverSpeed, LinearSpeed, OptimusSpeed, TableSpeed, holdout_mape,
                              mape)
 from tests.factories import gpu_job
 

@@ -4,12 +4,12 @@ import collections
 
 import pytest
 
-import traces
-from policies.fifo import Fifo
-from simulator.cluster import Cluster, NodeGroup
-from simulator.engine import Engine
-from simulator.workload import Assignment, build_jobs, packed
-from traces.schema import Role, TraceError, build_table
+from clustersim import traces
+from clustersim.policies.fifo import Fifo
+from clustersim.simulator.cluster import Cluster, NodeGroup
+from clustersim.simulator.engine import Engine
+from clustersim.simulator.workload import Assignment, build_jobs, packed
+from clustersim.traces.schema import Role, TraceError, build_table
 
 ZOO_CFG = {"zoo": True, "unknown": "random"}
 ASSIGN = Assignment.from_config(ZOO_CFG)
@@ -131,8 +131,8 @@ def test_a_job_without_size_needs_a_profile_with_a_dataset_size():
 
 
 def test_the_synthetic_optimus_workload_is_sized_by_convergence_and_keeps_its_duration_alone():
-    from simulator.rng import component_rng
-    from traces import synthetic
+    from clustersim.simulator.rng import component_rng
+    from clustersim.traces import synthetic
     table = synthetic.generate(component_rng(0, "trace.synthetic"), generator="optimus", jobs=20)
     cl = Cluster([NodeGroup(6, 2, 16, 48)])                     # Optimus's GPU servers (§6.1)
     frac = Assignment.from_config({**ZOO_CFG, "convergence": {"dataset_fraction": 0.01}})

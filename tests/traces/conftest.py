@@ -1,6 +1,6 @@
 import pytest
 
-import traces
+from clustersim import traces
 
 
 @pytest.fixture(autouse=True)

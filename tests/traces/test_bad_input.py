@@ -6,10 +6,10 @@ import shutil
 
 import pytest
 
-import traces
-from traces import DATA
-from traces.collect import BadRows
-from traces.schema import TraceError
+from clustersim import traces
+from clustersim.traces import DATA
+from clustersim.traces.collect import BadRows
+from clustersim.traces.schema import TraceError
 
 S = DATA / "samples"
 
@@ -228,7 +228,7 @@ def test_unknown_option_and_format():
 
 
 def test_validate_rejects_non_finite_demands():
-    from traces.schema import Role, build_table, validate
+    from clustersim.traces.schema import Role, build_table, validate
     for bad in (float("nan"), float("inf")):
         table = build_table({"job_id": ["a"], "submit_time": [0.0], "duration": [10.0],
                              "roles": [[Role("worker", 1, gpu=1.0, cpu=bad)]]})
@@ -238,6 +238,6 @@ def test_validate_rejects_non_finite_demands():
 
 def test_uniform_arrivals_need_an_end():
     import numpy as np
-    from traces.synthetic import arrivals
+    from clustersim.traces.synthetic import arrivals
     with pytest.raises(TraceError, match="uniform arrivals need an end after start"):
         arrivals(np.random.default_rng(0), 5, process="uniform")

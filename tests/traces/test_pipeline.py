@@ -6,10 +6,10 @@ import shutil
 import numpy as np
 import pytest
 
-from traces import DATA
-from traces.load import load
-from traces.schema import TraceError
-from traces.transform import oversize
+from clustersim.traces import DATA
+from clustersim.traces.load import load
+from clustersim.traces.schema import TraceError
+from clustersim.traces.transform import oversize
 
 EF = "bundled:elasticflow/raw/cluster10.csv"
 
@@ -162,7 +162,7 @@ def test_run_writes_report_and_rejects(tmp_path):
     from clustersim.experiment import run
     src = tmp_path / "cluster10.csv"
     src.write_text((DATA / "elasticflow/raw/cluster10.csv").read_text().replace(",1\n", ",-1\n", 1))
-    with initialize_config_module("configs", version_base=None):
+    with initialize_config_module("clustersim.configs", version_base=None):
         c = compose("config", overrides=["trace=elasticflow_raw", f"trace.path={src}", "trace.on_bad_row=skip",
                                          "trace.oversize=drop", "cluster=n16g4", "progress=false",
                                          f"trace.cache.dir={tmp_path / 'c'}",

@@ -2,9 +2,9 @@
 
 import pytest
 
-import traces
-from traces.collect import BadRows
-from traces.schema import TraceError
+from clustersim import traces
+from clustersim.traces.collect import BadRows
+from clustersim.traces.schema import TraceError
 
 from .conftest import rows_by_id
 
@@ -145,7 +145,7 @@ def test_philly_job_log(sample):
 
 
 def test_philly_machine_list_units(tmp_path):
-    from traces.philly import read_machine_list
+    from clustersim.traces.philly import read_machine_list
     p = tmp_path / "cluster_machine_list"
     p.write_text("machineId,number of GPUs,single GPU mem\nm1,8, 24GB\nm2,2,12288MB\n")
     assert read_machine_list(p) == {"m1": (8, 24.0), "m2": (2, 12.0)}
@@ -224,7 +224,7 @@ def test_every_format_has_a_config_that_loads():
     from pathlib import Path
 
     import yaml
-    from traces.load import load
+    from clustersim.traces.load import load
     configs = Path(traces.__file__).parent.parent / "configs" / "trace"
     seen = set()
     for f in sorted(configs.glob("*.yaml")):

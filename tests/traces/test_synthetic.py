@@ -5,10 +5,10 @@ import math
 import numpy as np
 import pytest
 
-import traces
-from simulator.rng import component_rng
-from traces import synthetic
-from traces.load import load
+from clustersim import traces
+from clustersim.simulator.rng import component_rng
+from clustersim.traces import synthetic
+from clustersim.traces.load import load
 
 
 def gen(seed=0, **params):
