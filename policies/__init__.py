@@ -1,4 +1,3 @@
-"""Scheduling policies, one module each, registered by name (see base.py)."""
+"""Scheduling policies, one module each, registered by name and discovered (see base.py)."""
 
-from clustersim.policies.base import Decision, JobView, Policy, View, make, names, register  # noqa: F401
-from clustersim.policies import drf, fifo, oracle, tetris, tiresias  # noqa: F401  (registers)
+from clustersim.policies.base import Decision, JobView, Policy, View, get, make, names, register  # noqa: F401

@@ -19,7 +19,7 @@ import numpy as np
 
 from clustersim.policies.base import Decision, JobView, Policy, View
 from clustersim.policies.placement import merge, shrink, strategy
-from clustersim.simulator.job import task_counts
+from clustersim.simulator.job import task_counts, task_demand
 
 
 class Step:
@@ -141,8 +141,8 @@ class Periodic(Policy):
 
 def _give_back(free: np.ndarray, job: JobView, old, new) -> None:
     for role in job.roles:
-        d = np.asarray(role.demand)
         before, after = old.get(role.name, {}), new.get(role.name, {})
+        d = np.asarray(task_demand(role, before))
         for node, c in before.items():
             free[node] += (c - after.get(node, 0)) * d
 

@@ -28,7 +28,7 @@ from typing import Callable, Mapping, Sequence
 import numpy as np
 
 from clustersim.simulator.cluster import EPS, tasks_per_node
-from clustersim.simulator.job import RoleSpec
+from clustersim.simulator.job import RoleSpec, task_demand
 
 Placement = Callable[[np.ndarray, Sequence[RoleSpec], Mapping[str, int]], "dict | None"]
 
@@ -145,8 +145,9 @@ def min_nodes(capacity: np.ndarray, roles: Sequence[RoleSpec], counts: Mapping[s
 def _held(free: np.ndarray, job) -> np.ndarray:
     need = np.zeros_like(free)
     for role in job.roles:
-        d = np.asarray(role.demand)
-        for node, t in job.allocation.get(role.name, {}).items():
+        tasks = job.allocation.get(role.name, {})
+        d = np.asarray(task_demand(role, tasks))
+        for node, t in tasks.items():
             need[node] += t * d
     return need
 

@@ -12,7 +12,7 @@ from typing import Callable
 
 import numpy as np
 
-from clustersim.simulator.job import Allocation, JobSpec
+from clustersim.simulator.job import Allocation, JobSpec, task_demand
 
 RESOURCES = ("gpu", "cpu", "mem")
 EPS = 1e-9
@@ -81,13 +81,12 @@ class Cluster:
         return self.capacity[self.up].sum(axis=0)
 
     def fits(self, spec: JobSpec) -> bool:
-        """Whether the job's smallest allocation (every role at ``min_count``) could ever fit
-        on the whole cluster."""
-        return could_fit(self.capacity, [(r.demand, r.min_count) for r in spec.roles])
+        """Whether the job's requested allocation could ever fit on the whole (empty) cluster."""
+        return could_fit(self.capacity, [(r.demand, r.count) for r in spec.roles])
 
     def release(self, spec: JobSpec, alloc: Allocation) -> None:
         for role, nodes in alloc.items():
-            d = np.array(spec.role(role).demand)
+            d = np.array(task_demand(spec.role(role), nodes))
             for node, count in nodes.items():
                 self.free[node] += count * d
                 self.used -= count * d
@@ -96,7 +95,7 @@ class Cluster:
     def take(self, spec: JobSpec, alloc: Allocation, who: str) -> None:
         """Place ``alloc``; raise CapacityError (naming ``who``, the job and node) if it does not fit."""
         for role, nodes in alloc.items():
-            d = np.array(spec.role(role).demand)
+            d = np.array(task_demand(spec.role(role), nodes))
             for node, count in nodes.items():
                 need = count * d
                 if not (0 <= node < self.num_nodes) or not self.up[node]:

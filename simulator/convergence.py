@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 from scipy.optimize import nnls
 
-from clustersim.traces.schema import TraceError
+from clustersim.simulator.errors import TraceError
 
 
 def loss(b: tuple[float, float, float], k) -> np.ndarray:

@@ -1,19 +1,62 @@
 """Jobs: the immutable input (JobSpec) and the runtime record the engine keeps (JobState).
 
-An allocation maps each role name to ``{node index: task count}``; an empty mapping
-means the job holds nothing.
+An allocation maps each role name to its tasks: ``{node index: task count}``, or a ``Tasks``
+mapping that also grants each task its own CPU cores and memory (DLRover resizes parameter
+servers without changing their count). An empty mapping means the job holds nothing. The
+engine stores every allocation it accepts as read-only ``Tasks`` with the grants resolved.
 """
 
 from __future__ import annotations
 
-from collections import deque
 from dataclasses import dataclass, field
 from enum import Enum
 from types import MappingProxyType
-from typing import Mapping
+from typing import Iterator, Mapping
 
 Allocation = Mapping[str, Mapping[int, int]]
 EMPTY: Allocation = MappingProxyType({})
+
+
+class Tasks(Mapping[int, int]):
+    """The tasks of one role: ``{node: count}``, each task granted ``cpu`` cores and ``mem`` GB
+    (``None``: what the job requested). Read-only and hashable."""
+
+    __slots__ = ("_nodes", "cpu", "mem", "_hash")
+
+    def __init__(self, nodes: Mapping[int, int], cpu: float | None = None, mem: float | None = None):
+        self._nodes = dict(nodes)
+        self.cpu, self.mem = cpu, mem
+        self._hash = None
+
+    def __getitem__(self, node: int) -> int:
+        return self._nodes[node]
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self._nodes)
+
+    def __len__(self) -> int:
+        return len(self._nodes)
+
+    def __eq__(self, other) -> bool:
+        if isinstance(other, Tasks):
+            return self._nodes == other._nodes and self.cpu == other.cpu and self.mem == other.mem
+        return isinstance(other, Mapping) and self._nodes == dict(other.items())
+
+    def __hash__(self) -> int:
+        if self._hash is None:
+            self._hash = hash((tuple(self._nodes.items()), self.cpu, self.mem))
+        return self._hash
+
+    def __repr__(self) -> str:
+        grant = "" if self.cpu is None and self.mem is None else f", cpu={self.cpu:g}, mem={self.mem:g}"
+        return f"Tasks({self._nodes}{grant})"
+
+
+def task_demand(role: "RoleSpec", tasks: Mapping[int, int]) -> tuple[float, float, float]:
+    """(GPUs, CPU cores, GB) each task of ``role`` holds under ``tasks``' grants."""
+    cpu = getattr(tasks, "cpu", None)
+    mem = getattr(tasks, "mem", None)
+    return (role.gpu, role.cpu if cpu is None else cpu, role.mem if mem is None else mem)
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,6 +123,15 @@ class JobSpec:
         return tuple(float(sum(r.count * r.demand[k] for r in self.roles)) for k in range(3))
 
 
+class StopReason(Enum):
+    """Why a job that held resources stopped (``JobView.stop_reason``)."""
+
+    PREEMPTED = "preempted"   # the policy stopped it
+    FAILED = "failed"         # a task failed (fault models)
+    NODE_DOWN = "node_down"   # a node under it went down
+    OOM = "oom"               # a task needed more memory than it was granted
+
+
 class Status(Enum):
     PENDING = "pending"      # arrived, holds nothing (never started, or preempted)
     RUNNING = "running"      # holds resources (possibly paused by a reconfiguration)
@@ -95,6 +147,16 @@ def task_counts(alloc: Allocation) -> dict[str, int]:
 def alloc_gpus(spec: JobSpec, alloc: Allocation) -> float:
     """GPUs an allocation holds."""
     return sum(spec.role(role).gpu * sum(nodes.values()) for role, nodes in alloc.items())
+
+
+def alloc_demand(spec: JobSpec, alloc: Allocation) -> tuple[float, float, float]:
+    """GPUs, CPU cores and GB an allocation holds, with its per-task grants."""
+    total = [0.0, 0.0, 0.0]
+    for role, tasks in alloc.items():
+        n = sum(tasks.values())
+        for k, d in enumerate(task_demand(spec.role(role), tasks)):
+            total[k] += n * d
+    return tuple(total)
 
 
 def nodes_of(alloc: Allocation) -> set[int]:
@@ -120,12 +182,17 @@ class JobState:
     preemptions: int = 0
     rescales: int = 0
     migrations: int = 0
+    resizes: int = 0
     failures: int = 0
     overhead_s: float = 0.0         # seconds of progress lost to reconfiguration
     overhead_gpu_s: float = 0.0     # the same, in GPU-seconds
-    phases: deque = field(default_factory=deque)  # (end time, rate) of the reconfiguration phases ahead
+    phases: list | None = None      # (end time, rate) of the reconfiguration phases ahead, soonest last
     version: int = 0                # bumps whenever the completion time must be recomputed
-    extra: dict = field(default_factory=dict)
+    stop_reason: StopReason | None = None
+    waited: float = 0.0             # seconds spent pending, before the first start and after stops
+    pending_since: float = 0.0
+    samples: list | None = None     # measured throughput: [t0, t1, measured it/s, allocation] per steady phase
+    noise: float = 1.0              # the current phase's measurement error factor
 
     def advance(self, now: float) -> None:
         """Bring progress and attained service up to ``now`` at the current rate."""

@@ -20,6 +20,9 @@ import pyarrow.parquet as pq
 from clustersim.simulator.job import JobState, Status
 
 
+UNFINISHED_LISTED = 100   # summary.json lists this many unfinished jobs (jobs_unfinished counts all)
+
+
 class Recorder:
     def __init__(self, cluster):
         self.cluster = cluster
@@ -31,6 +34,7 @@ class Recorder:
                                                           "overhead_s")}
         self._nodes: dict[str, list] = {"time": [], "node": [], "up": []}
         self.states: list[JobState] = []
+        self.unfinished: list[dict] = []
         self.end_time = 0.0
 
     # --- during the run (hot path: appends only)
@@ -58,10 +62,15 @@ class Recorder:
         self._nodes["node"].append(node)
         self._nodes["up"].append(up)
 
-    def finish(self, states: Iterable[JobState], end_time: float) -> None:
+    def finish(self, states: Iterable[JobState], end_time: float, reason=None) -> None:
+        """The run is over: jobs still pending or running become unfinished, each with the reason
+        ``reason(state)`` gives (for summary.json)."""
         self.states = sorted(states, key=lambda s: s.spec.index)
+        self.unfinished = []
         for st in self.states:
             if st.status in (Status.PENDING, Status.RUNNING):
+                self.unfinished.append({"job_id": st.spec.job_id, "status": st.status.value,
+                                        "reason": reason(st) if reason else st.status.value})
                 st.status = Status.UNFINISHED
         self.end_time = end_time
 
@@ -90,6 +99,7 @@ class Recorder:
             "progress": pa.array(col(lambda s: s.progress / s.spec.total_work), pa.float64()),
             "preemptions": pa.array(col(lambda s: s.preemptions), pa.int32()),
             "rescales": pa.array(col(lambda s: s.rescales), pa.int32()),
+            "resizes": pa.array(col(lambda s: s.resizes), pa.int32()),
             "migrations": pa.array(col(lambda s: s.migrations), pa.int32()),
             "failures": pa.array(col(lambda s: s.failures), pa.int32()),
             "overhead_s": pa.array(col(lambda s: s.overhead_s), pa.float64()),
@@ -147,6 +157,7 @@ class Recorder:
             "overhead_s": sum(s.overhead_s for s in self.states),
             "overhead_gpu_s": sum(s.overhead_gpu_s for s in self.states),
             "sim_end_time": self.end_time,
+            "unfinished_jobs": self.unfinished[:UNFINISHED_LISTED],
         }
 
     def _mean_util(self, start: float, end: float) -> list[float | None]:

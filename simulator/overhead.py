@@ -4,13 +4,16 @@ The engine classifies every change (``Change``) and asks the overhead model for 
 ``Transition``: for ``prepare_s`` seconds the job keeps training at the slower of its old
 and new rates (stop-free scaling: running workers go on while new ones get ready), then
 makes no progress for ``pause_s`` seconds (checkpoint, restart, broadcast), then runs at
-the new allocation's rate. The engine charges the lost seconds and GPU-seconds to the job.
+the new allocation's rate. Tasks a scale-in removes keep their resources for ``release_s``
+(a graceful exit finishes its work first). The engine charges the lost seconds and
+GPU-seconds to the job.
 
-Models: ``ConstantOverhead`` (flat costs, the presets other simulators use),
-``MechanismOverhead`` (per-model costs of one elasticity mechanism: stop-resume, EDL
-stop-free, SideCar process restart, pod restart, DLRover flash checkpoint) and
-``ElasticFlowOverhead`` (ElasticFlow's formula). ``make`` builds one from its config.
-Every constant's source is on docs/models/overhead.md.
+Models are registered by ``kind`` (``OVERHEADS``) and built from the ``overhead=`` config by
+``make``; their annotated parameters are the config's keys: ``constant`` (flat costs, the
+presets other simulators use), one per elasticity mechanism with per-model costs
+(``stop_resume``, ``stop_free`` (EDL), ``sidecar`` (process restart), ``pod_restart``,
+``flash_checkpoint`` (DLRover)) and ``elasticflow`` (ElasticFlow's formula). Every constant's
+source is on docs/models/overhead.md.
 """
 
 from __future__ import annotations
@@ -18,10 +21,12 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, fields
 from enum import Enum
-from typing import Callable, Protocol
+from typing import Annotated, Callable, ClassVar, Protocol
 
+from clustersim.simulator.errors import ConfigError
 from clustersim.simulator.job import Allocation, JobSpec, alloc_gpus, nodes_of, task_counts
-
+from clustersim.simulator.params import NonNegative, Range, check_params
+from clustersim.simulator.registry import Registry
 
 class Change(Enum):
     START = "start"          # first start
@@ -31,22 +36,33 @@ class Change(Enum):
     SCALE_IN = "scale_in"
     RESCALE = "rescale"      # some roles grow while others shrink
     MIGRATE = "migrate"      # same task counts, other nodes
-    FAIL = "fail"            # a node under the job failed
+    RESIZE = "resize"        # same tasks on the same nodes, other CPU/memory per task (DLRover)
+    FAIL = "fail"            # a task or node under the job failed
 
 
 @dataclass(frozen=True, slots=True)
 class Transition:
-    prepare_s: float = 0.0
-    pause_s: float = 0.0
+    prepare_s: float = 0.0   # trains at the slower of the old and new rates
+    pause_s: float = 0.0     # makes no progress
+    release_s: float = 0.0   # tasks a scale-in removes hold their resources this long
+
+    def __post_init__(self):
+        if not all(x >= 0 and math.isfinite(x) for x in (self.prepare_s, self.pause_s, self.release_s)):
+            raise ValueError(f"a transition's times must be finite and >= 0, got {self}")
 
 
 FREE = Transition()
+STOPS = (Change.STOP, Change.FAIL)
 
 
 class OverheadModel(Protocol):
     def transition(self, spec: JobSpec, change: Change, old: Allocation, new: Allocation) -> Transition: ...
 
 
+OVERHEADS = Registry("overhead model", "clustersim.simulator.overhead", "clustersim.overheads")
+
+
+@OVERHEADS.register("constant")
 @dataclass(frozen=True, slots=True)
 class ConstantOverhead:
     """Flat costs, the same for every model.
@@ -57,18 +73,18 @@ class ConstantOverhead:
     The defaults (all zero) replay a trace with free reconfiguration.
     """
 
-    start_s: float = 0.0
-    resume_s: float = 0.0
-    rescale_s: float = 0.0
+    start_s: NonNegative = 0.0
+    resume_s: NonNegative = 0.0
+    rescale_s: NonNegative = 0.0
     stop_free: bool = False
-    pause_s: float = 0.0
+    pause_s: NonNegative = 0.0
 
     def transition(self, spec: JobSpec, change: Change, old: Allocation, new: Allocation) -> Transition:
         if change is Change.START:
             return Transition(pause_s=self.start_s)
         if change is Change.RESUME:
             return Transition(pause_s=self.resume_s)
-        if change in (Change.STOP, Change.FAIL):
+        if change in STOPS:
             return FREE
         if self.stop_free:
             return Transition(prepare_s=self.rescale_s, pause_s=self.pause_s)
@@ -112,91 +128,127 @@ def default_costs(spec: JobSpec) -> ModelCosts:
     return DEFAULT_COSTS
 
 
-MECHANISMS = ("stop_resume", "stop_free", "sidecar", "pod_restart", "flash_checkpoint")
-
-
 @dataclass(frozen=True)
-class MechanismOverhead:
-    """The costs of one elasticity mechanism, per model (``costs_of(spec)``, from the profiles).
+class PerModelOverhead:
+    """Base of the mechanisms whose costs are per model (``costs_of(spec)``, from the profiles).
 
-    - ``stop_resume``: every change checkpoints, tears down, restarts and restores; the job
-      makes no progress for the model's ``stop_resume_s`` (EDL Table 2; Optimus §5.4).
-    - ``stop_free`` (EDL §4.2): scale-out and migration keep the running workers training while
-      the new ones prepare (``stop_free_prepare_s``) and stop only for the broadcast
-      (``stop_free_pause_s``); scale-in is a graceful exit: the remaining workers never stop,
-      the operation is in flight for the model's ``scale_in_s`` (EDL Table 3), nothing is
-      lost. A resume after preemption is a stop-resume restart.
-    - ``sidecar`` (seed 003, §II-C fit): the training process restarts inside its container,
-      ``sidecar_base_s + sidecar_per_gpu_s * N`` (≈ 17 + 5·N s); adding GPUs on another host
-      needs a pod restart.
-    - ``pod_restart`` (SideCar's termination baseline): kill ``pod_kill_s`` (≈ 30 s) plus cold
-      start ``pod_start_base_s + pod_start_per_gpu_s * N`` (≈ 136 + 19·N s) for every change.
-    - ``flash_checkpoint`` (DLRover-RM §5.2, Fig. 12): adding workers without changing the PS
-      set costs the running workers nothing (new workers launch in ``worker_launch_s``); any
-      other change runs the new pods' preparation alongside training (``seamless_prepare_s``)
-      then pauses for the in-memory checkpoint save and load (``flash_pause_s`` plus
-      ``checkpoint_gb / flash_gb_per_s``); a resume reloads from remote storage
-      (``stop_resume_s``).
     ``charge_start`` adds the launch cost at a job's first start (off: starts are free, as in
-    simulators that replay only the trace's run time).
+    simulators that replay only the trace's run time). A resume after a preemption or failure
+    restarts from the last checkpoint: the model's ``stop_resume_s``.
     """
 
-    mechanism: str
     costs_of: CostsOf = default_costs
     charge_start: bool = True
-    sidecar_base_s: float = 17.0         # SideCar §II-C: 27 s at 2 GPUs, 37 s at 4 (notes/sidecar.md §3.6)
-    sidecar_per_gpu_s: float = 5.0
-    pod_kill_s: float = 30.0             # SideCar §II-C: 204 s - 174 s
-    pod_start_base_s: float = 136.0      # SideCar §II-C: 174 s at 2 GPUs, 212 s at 4
-    pod_start_per_gpu_s: float = 19.0
-    worker_launch_s: float = 120.0       # DLRover §6.3: 20 s pod launch + 100 s training init
-    seamless_prepare_s: float = 300.0    # DLRover-RM Fig. 12: ~5 min migration overlapped with training
-    flash_pause_s: float = 180.0         # DLRover-RM Fig. 12: ~1 min save + ~2 min load (flash)
-    flash_gb_per_s: float = 20.0         # DLRover-RM §5.2: under 1 s for a 20 GB model
-
-    def __post_init__(self):
-        if self.mechanism not in MECHANISMS:
-            raise ValueError(f"unknown overhead mechanism {self.mechanism!r}; known: {', '.join(MECHANISMS)}")
+    kind: ClassVar[str] = ""
 
     def transition(self, spec: JobSpec, change: Change, old: Allocation, new: Allocation) -> Transition:
-        if change in (Change.STOP, Change.FAIL):
+        if change in STOPS:
             return FREE
         c = self.costs_of(spec)
-        m = self.mechanism
         if change is Change.START:
-            return Transition(pause_s=self._start(spec, new, c)) if self.charge_start else FREE
-        if m == "stop_resume":
-            return Transition(pause_s=c.stop_resume_s)
-        if m == "pod_restart":
-            return Transition(pause_s=self._pod_restart(spec, new))
-        if m == "sidecar":
-            if change is Change.RESUME or not nodes_of(new) <= nodes_of(old):
-                return Transition(pause_s=self._pod_restart(spec, new))   # other hosts: pod restart
-            return Transition(pause_s=self.sidecar_base_s + self.sidecar_per_gpu_s * alloc_gpus(spec, new))
+            return Transition(pause_s=self.start_s(spec, new, c)) if self.charge_start else FREE
         if change is Change.RESUME:
-            return Transition(pause_s=c.stop_resume_s)
-        if m == "stop_free":
-            if change is Change.SCALE_IN:
-                return Transition(prepare_s=c.scale_in_s)
-            return Transition(prepare_s=c.stop_free_prepare_s, pause_s=c.stop_free_pause_s)
-        # flash_checkpoint
+            return Transition(pause_s=self.resume_s(spec, new, c))
+        return self.change(spec, change, old, new, c)
+
+    def start_s(self, spec: JobSpec, new: Allocation, c: ModelCosts) -> float:
+        return c.launch_s
+
+    def resume_s(self, spec: JobSpec, new: Allocation, c: ModelCosts) -> float:
+        return c.stop_resume_s
+
+    def change(self, spec, change, old, new, c: ModelCosts) -> Transition:
+        raise NotImplementedError
+
+
+@OVERHEADS.register("stop_resume")
+@dataclass(frozen=True)
+class StopResume(PerModelOverhead):
+    """Every change checkpoints, tears down, restarts and restores: the job makes no progress
+    for the model's ``stop_resume_s`` (EDL Table 2; Optimus §5.4)."""
+
+    def change(self, spec, change, old, new, c):
+        return Transition(pause_s=c.stop_resume_s)
+
+
+@OVERHEADS.register("stop_free")
+@dataclass(frozen=True)
+class StopFree(PerModelOverhead):
+    """EDL §4.2: scale-out, migration and resizing keep the running workers training while
+    the new ones prepare (``stop_free_prepare_s``) and stop only for the broadcast
+    (``stop_free_pause_s``); scale-in is a graceful exit: the remaining workers never stop,
+    and the leaving workers hold their GPUs until they have exited (``scale_in_s``, Table 3)."""
+
+    def change(self, spec, change, old, new, c):
+        if change is Change.SCALE_IN:
+            return Transition(prepare_s=c.scale_in_s, release_s=c.scale_in_s)
+        return Transition(prepare_s=c.stop_free_prepare_s, pause_s=c.stop_free_pause_s)
+
+
+@OVERHEADS.register("pod_restart")
+@dataclass(frozen=True)
+class PodRestart(PerModelOverhead):
+    """SideCar's termination baseline: kill ``pod_kill_s`` (≈ 30 s) plus cold start
+    ``pod_start_base_s + pod_start_per_gpu_s * N`` (≈ 136 + 19·N s) for every change
+    (seed 003 §II-C, notes/sidecar.md §3.6)."""
+
+    pod_kill_s: NonNegative = 30.0           # SideCar §II-C: 204 s - 174 s
+    pod_start_base_s: NonNegative = 136.0    # SideCar §II-C: 174 s at 2 GPUs, 212 s at 4
+    pod_start_per_gpu_s: NonNegative = 19.0
+
+    def start_s(self, spec, new, c):
+        return self.pod_start_base_s + self.pod_start_per_gpu_s * alloc_gpus(spec, new)
+
+    def resume_s(self, spec, new, c):
+        return self.pod_kill_s + self.start_s(spec, new, c)
+
+    def change(self, spec, change, old, new, c):
+        return Transition(pause_s=self.resume_s(spec, new, c))
+
+
+@OVERHEADS.register("sidecar")
+@dataclass(frozen=True)
+class SidecarRestart(PodRestart):
+    """SideCar (seed 003, §II-C fit): the training process restarts inside its container,
+    ``sidecar_base_s + sidecar_per_gpu_s * N`` (≈ 17 + 5·N s); a change that needs GPUs on
+    other hosts, or a resume, needs a pod restart."""
+
+    sidecar_base_s: NonNegative = 17.0       # SideCar §II-C: 27 s at 2 GPUs, 37 s at 4 (notes/sidecar.md §3.6)
+    sidecar_per_gpu_s: NonNegative = 5.0
+
+    def change(self, spec, change, old, new, c):
+        if not nodes_of(new) <= nodes_of(old):
+            return Transition(pause_s=self.resume_s(spec, new, c))
+        return Transition(pause_s=self.sidecar_base_s + self.sidecar_per_gpu_s * alloc_gpus(spec, new))
+
+
+@OVERHEADS.register("flash_checkpoint")
+@dataclass(frozen=True)
+class FlashCheckpoint(PerModelOverhead):
+    """DLRover-RM §5.2, Fig. 12: adding workers without changing the PS set costs the running
+    workers nothing (new workers launch in ``worker_launch_s``); any other change (PS count,
+    resizing, migration) runs the new pods' preparation alongside training
+    (``seamless_prepare_s``) then pauses for the in-memory checkpoint save and load
+    (``flash_pause_s`` plus ``checkpoint_gb / flash_gb_per_s``); a resume reloads from remote
+    storage (``stop_resume_s``)."""
+
+    worker_launch_s: NonNegative = 120.0     # DLRover §6.3: 20 s pod launch + 100 s training init
+    seamless_prepare_s: NonNegative = 300.0  # DLRover-RM Fig. 12: ~5 min migration overlapped with training
+    flash_pause_s: NonNegative = 180.0       # DLRover-RM Fig. 12: ~1 min save + ~2 min load (flash)
+    flash_gb_per_s: Annotated[float, Range(gt=0)] = 20.0   # DLRover-RM §5.2: under 1 s for a 20 GB model
+
+    def start_s(self, spec, new, c):
+        return self.worker_launch_s
+
+    def change(self, spec, change, old, new, c):
         a, b = task_counts(old), task_counts(new)
         if a.get("ps", 0) == b.get("ps", 0) and change in (Change.SCALE_OUT, Change.SCALE_IN):
             return Transition(prepare_s=self.worker_launch_s if change is Change.SCALE_OUT else 0.0)
         return Transition(prepare_s=self.seamless_prepare_s,
                           pause_s=self.flash_pause_s + c.checkpoint_gb / self.flash_gb_per_s)
 
-    def _start(self, spec: JobSpec, new: Allocation, c: ModelCosts) -> float:
-        if self.mechanism in ("sidecar", "pod_restart"):
-            return self.pod_start_base_s + self.pod_start_per_gpu_s * alloc_gpus(spec, new)
-        if self.mechanism == "flash_checkpoint":
-            return self.worker_launch_s
-        return c.launch_s
 
-    def _pod_restart(self, spec: JobSpec, new: Allocation) -> float:
-        return self.pod_kill_s + self.pod_start_base_s + self.pod_start_per_gpu_s * alloc_gpus(spec, new)
-
-
+@OVERHEADS.register("elasticflow")
 @dataclass(frozen=True, slots=True)
 class ElasticFlowOverhead:
     """ElasticFlow's scaling cost (pkusys/ElasticFlow, scheduler/utils.py ``estimate_overhead``).
@@ -209,7 +261,7 @@ class ElasticFlowOverhead:
     large_cluster: bool = False
 
     def transition(self, spec: JobSpec, change: Change, old: Allocation, new: Allocation) -> Transition:
-        if change in (Change.STOP, Change.FAIL):
+        if change in STOPS:
             return FREE
         n = max(alloc_gpus(spec, new), 1.0)
         cost = 7.0 if self.large_cluster else 2.0
@@ -218,22 +270,18 @@ class ElasticFlowOverhead:
         return Transition(pause_s=cost + (math.log2(n) + 1.0) * 2.0)
 
 
-KINDS = ("constant", "mechanism", "elasticflow")
-
-
 def make(cfg: dict | None, costs_of: CostsOf | None = None) -> OverheadModel:
-    """The overhead model a config names: ``kind`` (constant, mechanism, elasticflow) and its
-    parameters; ``name`` is ignored. ``costs_of`` gives per-model costs (the profile zoo's)."""
+    """The overhead model a config names: ``kind`` and its parameters (checked: unknown keys,
+    wrong types and negative times are errors naming the key); ``name`` is the preset's name.
+    ``costs_of`` gives per-model costs (the profile zoo's)."""
     params = dict(cfg or {})
     params.pop("name", None)
     kind = params.pop("kind", "constant")
     try:
-        if kind == "constant":
-            return ConstantOverhead(**params)
-        if kind == "elasticflow":
-            return ElasticFlowOverhead(**params)
-        if kind == "mechanism":
-            return MechanismOverhead(costs_of=costs_of or default_costs, **params)
-    except TypeError as e:
-        raise ValueError(f"overhead config (kind {kind!r}): {e}") from None
-    raise ValueError(f"overhead config: unknown kind {kind!r}; known: {', '.join(KINDS)}")
+        cls = OVERHEADS.get(kind).obj
+    except KeyError as e:
+        raise ConfigError(f"overhead.kind: {e.args[0]}") from None
+    params = check_params(cls, params, "overhead.{}", skip=("costs_of",))
+    if issubclass(cls, PerModelOverhead):
+        params["costs_of"] = costs_of or default_costs
+    return cls(**params)

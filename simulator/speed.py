@@ -288,8 +288,9 @@ class ProfileSpeed:
     """The engine's speed model: each job runs at its profile's rate (``spec.profile``).
 
     A GPU profile sees (worker tasks, nodes spanned, batch); a PS profile sees (PS tasks,
-    worker tasks) and, for DLRover-RM models, the CPU of each task. Rates are cached per
-    (profile, batch, roles, task counts, nodes spanned), so the hot path is one dict lookup.
+    worker tasks) and, for DLRover-RM models, the CPU granted to each task. Rates are cached
+    per (profile, batch, roles, task counts, nodes spanned, CPU grants), so the hot path is one
+    dict lookup.
     """
 
     def __init__(self, zoo):
@@ -298,8 +299,10 @@ class ProfileSpeed:
 
     def rate(self, spec: JobSpec, alloc: Allocation, cluster=None) -> float:
         counts = task_counts(alloc)
-        key = (spec.profile, spec.batch_size, spec.roles, tuple(sorted(counts.items())), len(nodes_of(alloc)))
+        cpus = {r: t.cpu for r, t in alloc.items() if getattr(t, "cpu", None) is not None}
+        key = (spec.profile, spec.batch_size, spec.roles, tuple(sorted(counts.items())), len(nodes_of(alloc)),
+               tuple(sorted(cpus.items())))
         r = self._cache.get(key)
         if r is None:
-            r = self._cache[key] = self.zoo.profile(spec.profile).rate(spec, counts, key[4])
+            r = self._cache[key] = self.zoo.profile(spec.profile).rate(spec, counts, key[4], cpus)
         return r

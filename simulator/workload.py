@@ -25,7 +25,7 @@ import pyarrow as pa
 from clustersim.simulator.cluster import tasks_per_node
 from clustersim.simulator.job import JobSpec, RoleSpec
 from clustersim.simulator.rng import component_rng
-from clustersim.traces.schema import TraceError
+from clustersim.simulator.errors import TraceError
 
 COLUMNS = ["job_id", "submit_time", "duration", "iterations", "roles", "tenant", "user", "model",
            "deadline", "priority", "batch_size", "gpu_type"]

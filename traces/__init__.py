@@ -9,7 +9,6 @@ further input files of the format (a task table, a machine list): they are resol
 
 from __future__ import annotations
 
-import importlib
 import inspect
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,6 +16,7 @@ from typing import Callable
 
 import pyarrow as pa
 
+from clustersim.simulator.registry import Registry
 from clustersim.traces.collect import BadRows
 from clustersim.traces.schema import TraceError, validate
 
@@ -34,29 +34,26 @@ class Format:
     module: str
 
 
-_READERS: dict[str, Format] = {}
-_MODULES = ("tiresias", "elasticflow", "gavel", "pollux", "philly_pollux", "openb", "helios", "philly",
-            "alibaba_pai2020", "google")
+FORMATS = Registry("trace format", "clustersim.traces", "clustersim.traces")
 
 
 def register(name: str, files: tuple[str, ...] = ()):
     """Decorator: make ``fn(path, *, bad, **options) -> job table`` the reader of format ``name``."""
     def deco(fn: Reader) -> Reader:
-        _READERS[name] = Format(name, fn, tuple(files), fn.__module__)
-        return fn
+        return FORMATS.register(name, files=tuple(files))(fn)
     return deco
 
 
 def formats() -> list[str]:
-    _import_all()
-    return sorted(_READERS)
+    return FORMATS.names()
 
 
 def get(fmt: str) -> Format:
-    _import_all()
-    if fmt not in _READERS:
-        raise TraceError(f"unknown trace format {fmt!r}; known: {', '.join(sorted(_READERS))}")
-    return _READERS[fmt]
+    try:
+        e = FORMATS.get(fmt)
+    except KeyError as err:
+        raise TraceError(err.args[0]) from None
+    return Format(e.name, e.obj, e.meta["files"], e.obj.__module__)
 
 
 def resolve(path: str | Path) -> Path:
@@ -94,8 +91,3 @@ def check_options(fmt: Format, options: dict) -> None:
     if unknown:
         raise TraceError(f"format {fmt.name!r} has no option(s) {', '.join(unknown)}; "
                          f"its options: {', '.join(known) or 'none'}")
-
-
-def _import_all() -> None:
-    for m in _MODULES:
-        importlib.import_module(f"clustersim.traces.{m}")

@@ -14,6 +14,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from clustersim.simulator.errors import TraceError  # noqa: F401  (re-exported: readers raise it)
+
 ROLE = pa.struct(
     [
         pa.field("name", pa.string(), nullable=False),
@@ -51,18 +53,6 @@ JOB_TABLE = pa.schema(
         pa.field("num_nodes", pa.int32()),
     ]
 )
-
-
-class TraceError(ValueError):
-    """Bad trace input; the message names the file, the row and the reason.
-
-    ``line`` and ``field`` (where known) let a reader that skips bad rows record them.
-    """
-
-    def __init__(self, message: str, *, line: int | None = None, field: str | None = None):
-        super().__init__(message)
-        self.line = line
-        self.field = field
 
 
 @dataclass(frozen=True, slots=True)

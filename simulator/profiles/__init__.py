@@ -15,13 +15,25 @@ from pathlib import Path
 
 import yaml
 
-from clustersim.simulator.job import JobSpec
+from clustersim.simulator.job import JobSpec, task_demand
 from clustersim.simulator.overhead import DEFAULT_COSTS, ModelCosts
+from clustersim.simulator.registry import Registry
 from clustersim.simulator.speed import AllReduceSpeed, DLRoverSpeed, ProfileSpeed, TableSpeed, scaling_role
 
 HERE = Path(__file__).parent
 FAMILIES = ("gpu", "ps")
-SPEED_KINDS = ("allreduce", "table", "dlrover")
+
+
+def _bundled_files(reg: Registry) -> None:
+    for path in sorted(HERE.glob("*.yaml")):
+        reg.register(path.stem)(path)
+
+
+# speed.kind of a profile -> its kind (build from the YAML, rate at an allocation)
+SPEED_KINDS = Registry("speed model", "clustersim.simulator.profiles", "clustersim.speed_models")
+# profile files: the bundled ones; outside packages register theirs (an entry point whose module
+# calls PROFILE_FILES.register(name)(path))
+PROFILE_FILES = Registry("profile file", "clustersim.simulator.profiles", "clustersim.profiles", _bundled_files)
 
 
 class ProfileError(ValueError):
@@ -53,34 +65,24 @@ class Profile:
         """The job's global batch: the trace's, else the profile's."""
         return float(spec.batch_size or self.batch_size)
 
-    def rate(self, spec: JobSpec, counts: dict[str, int], nodes: int) -> float:
-        """Iterations/s with ``counts`` tasks per role spread over ``nodes`` nodes."""
-        batch = self.batch(spec)
-        if self.family == "ps":
-            p, w = counts.get("ps", 0), counts.get("worker", 0)
-            if p == 0 or w == 0:
-                return 0.0
-            if self.speed_kind == "dlrover":
-                return float(self.model.predict((w, p, self._cpu(spec, "worker"), self._cpu(spec, "ps")))[0])
-            return float(self.model.predict((p, w))[0]) / batch   # grid in samples/s, global batch M (Eq. 4)
-        n = counts.get(scaling_role(spec), 0)
-        if n == 0:
-            return 0.0
-        if self.speed_kind == "allreduce":
-            return float(self.model.predict((n, nodes, batch))[0])
-        row = min(self.tables, key=lambda b: (abs(math.log(b / batch)), b))
-        return float(self.tables[row].predict((n,))[0]) * row / batch   # same samples/s at another batch
+    def rate(self, spec: JobSpec, counts: dict[str, int], nodes: int, cpus: dict[str, float] | None = None) -> float:
+        """Iterations/s with ``counts`` tasks per role spread over ``nodes`` nodes, each task of a
+        role granted ``cpus[role]`` cores (default: the job's request, else the profile's)."""
+        return SPEED_KINDS.get(self.speed_kind).obj.rate(self, spec, counts, nodes, cpus or {})
 
     def table_samples(self) -> list[tuple[tuple, float]]:
         """The measured GPU-table points as all-reduce samples ((GPUs, nodes packed, batch), it/s)."""
         return [((n[0], math.ceil(n[0] / self.gpus_per_node), b), v)
                 for b, t in self.tables.items() for n, v in zip(t.keys, t.values)]
 
-    def _cpu(self, spec: JobSpec, role: str) -> float:
-        try:
-            cpu = spec.role(role).cpu
-        except KeyError:
-            cpu = 0.0
+    def cpu(self, spec: JobSpec, role: str, cpus: dict[str, float]) -> float:
+        """Cores per task of ``role``: the grant, else the job's request, else the profile's."""
+        cpu = cpus.get(role)
+        if cpu is None:
+            try:
+                cpu = spec.role(role).cpu
+            except KeyError:
+                cpu = 0.0
         return cpu if cpu > 0 else float(self.tasks.get(role, {}).get("cpu", 1.0))
 
 
@@ -108,6 +110,24 @@ class Zoo:
     def names(self, family: str | None = None) -> list[str]:
         return sorted(n for n, p in self.profiles.items() if family in (None, p.family))
 
+    def usage(self, spec: JobSpec, alloc) -> dict[str, tuple[float, float]]:
+        """Per-task (CPU cores, GB) each role of a running job uses: the profile's per-task
+        figures (``tasks.<role>.cpu/mem``; parameters shard over the PS, so a PS's memory scales
+        with requested / current PS count), capped by the grant for CPU; without figures, the
+        grant. The faults model compares this memory with the grant (OOM)."""
+        p = self.profiles.get(spec.profile)
+        out = {}
+        for role, tasks in alloc.items():
+            r = spec.role(role)
+            _, cpu, mem = task_demand(r, tasks)
+            need = (p.tasks.get(role) or {}) if p else {}
+            used_cpu = min(cpu, float(need["cpu"])) if "cpu" in need else cpu
+            used_mem = float(need["mem"]) if "mem" in need else mem
+            if role == "ps" and "mem" in need:
+                used_mem *= r.count / max(sum(tasks.values()), 1)
+            out[role] = (used_cpu, used_mem)
+        return out
+
     def costs_of(self, spec: JobSpec) -> ModelCosts:
         """Per-model reconfiguration costs (the defaults for a job without a known profile)."""
         p = self.profiles.get(spec.profile)
@@ -115,8 +135,9 @@ class Zoo:
 
 
 def load(files: list[str | Path] | None = None) -> Zoo:
-    """Load the zoo from ``files`` (default: every YAML file beside this module)."""
-    paths = [Path(f) for f in files] if files else sorted(HERE.glob("*.yaml"))
+    """Load the zoo from ``files`` (default: every registered profile file: the YAML files
+    beside this module and those outside packages register)."""
+    paths = [Path(f) for f in files] if files else [e.obj for e in PROFILE_FILES.entries()]
     raw: dict[str, tuple[Path, dict]] = {}
     for path in paths:
         try:
@@ -153,8 +174,8 @@ def _build(name: str, raw: dict, built: dict, chain: tuple) -> Profile:
     if not isinstance(batch, (int, float)) or batch <= 0:
         raise ProfileError(f"{where}: batch_size must be a number > 0, got {batch!r}")
     speed = body.get("speed")
-    if not isinstance(speed, dict) or speed.get("kind") not in SPEED_KINDS:
-        raise ProfileError(f"{where}: speed.kind must be one of {SPEED_KINDS}")
+    if not isinstance(speed, dict) or speed.get("kind") not in SPEED_KINDS.names():
+        raise ProfileError(f"{where}: speed.kind must be one of {', '.join(SPEED_KINDS.names())}")
     try:
         costs = ModelCosts.from_dict(body.get("overhead"), where)
     except ValueError as e:
@@ -166,21 +187,75 @@ def _build(name: str, raw: dict, built: dict, chain: tuple) -> Profile:
                    tasks=body.get("tasks") or {}, convergence=_convergence(body.get("convergence"), where),
                    aliases=tuple(body.get("aliases") or ()), dataset_size=None if dataset is None else float(dataset),
                    source=str(path.name))
-    kind = speed["kind"]
-    if kind == "dlrover":
-        prof.model = _dlrover(speed, where)
-    elif family == "ps":
-        prof.model = _grid(speed, where)
-    else:
-        prof.gpus_per_node = int((speed.get("fit") or {}).get("gpus_per_node", 8))
-        prof.tables = _gpu_tables(speed.get("table"), where) if speed.get("table") else {}
-        if kind == "table":
-            if not prof.tables:
-                raise ProfileError(f"{where}: speed.kind table needs speed.table")
-        else:
-            prof.model = _allreduce(speed, prof, raw, built, chain + (name,), where)
+    SPEED_KINDS.get(speed["kind"]).obj.build(prof, speed, raw, built, chain + (name,), where)
     built[name] = prof
     return prof
+
+
+# ---------------------------------------------------------------------------- speed kinds
+@SPEED_KINDS.register("allreduce")
+class _AllReduceKind:
+    """Data-parallel GPU job: the all-reduce model in (GPUs, nodes spanned, batch), fitted to the
+    profile's table, given as theta, or derived from another profile (docs/models/speed.md)."""
+
+    @staticmethod
+    def build(prof, speed, raw, built, chain, where):
+        if prof.family != "gpu":
+            raise ProfileError(f"{where}: speed.kind allreduce is for gpu profiles")
+        prof.gpus_per_node = int((speed.get("fit") or {}).get("gpus_per_node", 8))
+        prof.tables = _gpu_tables(speed.get("table"), where) if speed.get("table") else {}
+        prof.model = _allreduce(speed, prof, raw, built, chain, where)
+
+    @staticmethod
+    def rate(prof, spec, counts, nodes, cpus):
+        n = counts.get(scaling_role(spec), 0)
+        return float(prof.model.predict((n, nodes, prof.batch(spec)))[0]) if n else 0.0
+
+
+@SPEED_KINDS.register("table")
+class _TableKind:
+    """Measured points: GPU tables (rows: global batch; columns: GPUs) or a PS grid over (p, w)
+    in samples/s at the global batch (Optimus Eq. 4's M)."""
+
+    @staticmethod
+    def build(prof, speed, raw, built, chain, where):
+        if prof.family == "ps":
+            prof.model = _grid(speed, where)
+            return
+        prof.gpus_per_node = int((speed.get("fit") or {}).get("gpus_per_node", 8))
+        if not speed.get("table"):
+            raise ProfileError(f"{where}: speed.kind table needs speed.table")
+        prof.tables = _gpu_tables(speed["table"], where)
+
+    @staticmethod
+    def rate(prof, spec, counts, nodes, cpus):
+        batch = prof.batch(spec)
+        if prof.family == "ps":
+            p, w = counts.get("ps", 0), counts.get("worker", 0)
+            return float(prof.model.predict((p, w))[0]) / batch if p and w else 0.0
+        n = counts.get(scaling_role(spec), 0)
+        if n == 0:
+            return 0.0
+        row = min(prof.tables, key=lambda b: (abs(math.log(b / batch)), b))
+        return float(prof.tables[row].predict((n,))[0]) * row / batch   # same samples/s at another batch
+
+
+@SPEED_KINDS.register("dlrover")
+class _DLRoverKind:
+    """PS job: DLRover-RM Eqs. 1-6 in workers, PS and the CPU each task is granted."""
+
+    @staticmethod
+    def build(prof, speed, raw, built, chain, where):
+        if prof.family != "ps":
+            raise ProfileError(f"{where}: speed.kind dlrover is for ps profiles")
+        prof.model = _dlrover(speed, where)
+
+    @staticmethod
+    def rate(prof, spec, counts, nodes, cpus):
+        p, w = counts.get("ps", 0), counts.get("worker", 0)
+        if p == 0 or w == 0:
+            return 0.0
+        return float(prof.model.predict((w, p, prof.cpu(spec, "worker", cpus), prof.cpu(spec, "ps", cpus)))[0])
 
 
 def _convergence(c, where) -> dict | None:

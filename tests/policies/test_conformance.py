@@ -177,7 +177,7 @@ def test_decisions_do_not_depend_on_hidden_truth(name):
 
 
 def test_a_view_refuses_ground_truth_to_a_non_oracle():
-    from clustersim.policies.base import Clock, JobView
+    from clustersim.simulator.view import JobView, Observer as Clock
     from clustersim.simulator.job import JobState
     spec = random_trace(1, n=1)[0]
     with pytest.raises(OracleError):

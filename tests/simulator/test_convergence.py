@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from clustersim import traces
-from clustersim.policies.base import Clock, JobView, OracleError
+from clustersim.simulator.view import JobView, Observer as Clock, OracleError
 from clustersim.simulator.convergence import LossCurve, LossFitter, epochs_to_converge, loss, smooth_outliers
 from clustersim.simulator.engine import Engine
 from clustersim.simulator.job import JobState

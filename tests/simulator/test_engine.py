@@ -5,7 +5,7 @@ import pytest
 from clustersim.policies.base import Decision, OracleError, Policy, PolicyError
 from clustersim.policies.fifo import Fifo
 from clustersim.simulator.cluster import CapacityError
-from clustersim.simulator.engine import Engine
+from clustersim.simulator.engine import Engine, RunawayError
 from clustersim.simulator.overhead import ConstantOverhead
 from tests.factories import cluster, gpu_job, jobs
 
@@ -98,13 +98,13 @@ def test_gang_and_unknown_jobs_are_refused():
         run(specs, Scripted({0.0: {"a": {"worker": {0: 2}}}}))
     with pytest.raises(PolicyError, match=r"job 'zz' is not pending or running"):
         run(specs, Scripted({0.0: {"zz": {"worker": {0: 1}}}}))
-    with pytest.raises(PolicyError, match=r"no role\(s\) \['ps'\]"):
+    with pytest.raises(PolicyError, match=r"job 'a' has no role 'ps'"):
         run(specs, Scripted({0.0: {"a": {"worker": {0: 4}, "ps": {0: 1}}}}))
 
 
 def test_a_job_larger_than_the_cluster_is_a_clear_error():
     with pytest.raises(ValueError, match=r"job 'big' asks for more than the whole cluster "
-                                         r"\(8 GPUs of 4; at its smallest: worker 8 x 1 GPU"):
+                                         r"\(8 GPUs of 4; requested: worker 8 x 1 GPU"):
         Engine(jobs(gpu_job("big", 0.0, 8, 10.0)), cluster(), Fifo(), progress=False)
 
 
@@ -132,16 +132,43 @@ def test_node_failure_requeues_its_jobs_and_they_finish_later():
     assert st["b"].end_time == pytest.approx(100.0, **EXACT)
 
 
-def test_a_policy_that_never_schedules_ends_the_run_with_unfinished_jobs():
+def test_a_policy_that_never_schedules_is_stopped_by_the_livelock_guard():
     class Idle(Policy):
         name = "idle"
 
         def decide(self, view):
             return Decision(wakeup=10.0)
 
-    states, rec = run(jobs(gpu_job("a", 0.0, 1, 10.0)), Idle())
+    with pytest.raises(RunawayError, match=r"policy 'idle': livelock: 10,000 decisions in a row .* 1 pending, e\.g\. a"):
+        run(jobs(gpu_job("a", 0.0, 1, 10.0)), Idle())
+
+
+def test_a_policy_that_never_wakes_leaves_the_job_unfinished_with_its_reason():
+    class Silent(Policy):
+        name = "silent"
+
+        def decide(self, view):
+            return Decision()
+
+    states, rec = run(jobs(gpu_job("a", 0.0, 1, 10.0)), Silent())
     assert states["a"].status.value == "unfinished"
     assert rec.summary()["jobs_unfinished"] == 1
+    assert rec.summary()["unfinished_jobs"] == [{
+        "job_id": "a", "status": "pending",
+        "reason": "never started: policy 'silent' never placed it (worker 1 x (1 GPU, 0 cores, 0 GB))"}]
+
+
+def test_wakeups_are_kept_while_a_job_waits():
+    class Hold(Policy):
+        name = "hold"
+
+        def decide(self, view):
+            if view.now < 50:
+                return Decision(wakeup=50.0 - view.now)
+            return Decision({j: {"worker": {0: 1}} for j in view.pending})
+
+    states, _ = run(jobs(gpu_job("a", 0.0, 1, 10.0)), Hold())
+    assert (states["a"].first_start, states["a"].end_time) == (50.0, 60.0)
 
 
 def test_ground_truth_is_hidden_from_non_oracle_policies():

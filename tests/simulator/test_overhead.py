@@ -9,7 +9,7 @@ from clustersim.policies.base import Decision, Policy
 from clustersim.simulator import profiles
 from clustersim.simulator.engine import Engine
 from clustersim.simulator.job import JobSpec, RoleSpec
-from clustersim.simulator.overhead import (Change, ConstantOverhead, ElasticFlowOverhead, MechanismOverhead, ModelCosts,
+from clustersim.simulator.overhead import (Change, ConstantOverhead, ElasticFlowOverhead, FlashCheckpoint, PodRestart, SidecarRestart, StopFree, StopResume, ModelCosts,
                                 Transition, make)
 from tests.factories import cluster, gpu_job, jobs
 
@@ -38,37 +38,38 @@ def test_stop_free_scale_out_costs_running_workers_less_than_stop_resume(name):
         old, new = {"worker": {0: 4}}, {"worker": {0: 4, 1: 1}}
     r_old = ZOO.speed.rate(spec, old, None)
     r_new = ZOO.speed.rate(spec, new, None)
-    free = MechanismOverhead("stop_free", ZOO.costs_of).transition(spec, Change.SCALE_OUT, old, new)
-    resume = MechanismOverhead("stop_resume", ZOO.costs_of).transition(spec, Change.SCALE_OUT, old, new)
+    free = StopFree(ZOO.costs_of).transition(spec, Change.SCALE_OUT, old, new)
+    resume = StopResume(ZOO.costs_of).transition(spec, Change.SCALE_OUT, old, new)
     assert free.pause_s < resume.pause_s
     assert lost_by_running_workers(free, r_old, r_new) < lost_by_running_workers(resume, r_old, r_new)
 
 
 def test_edl_table_2_and_3_numbers_per_model():
-    tr = MechanismOverhead("stop_free", ZOO.costs_of).transition(spec_of("resnet152"), Change.SCALE_OUT,
+    tr = StopFree(ZOO.costs_of).transition(spec_of("resnet152"), Change.SCALE_OUT,
                                                                  {"worker": {0: 4}}, {"worker": {0: 5}})
     assert (tr.prepare_s + tr.pause_s, tr.pause_s) == pytest.approx((36.0, 1.8))          # Table 3 / Table 2
-    sr = MechanismOverhead("stop_resume", ZOO.costs_of)
+    sr = StopResume(ZOO.costs_of)
     assert sr.transition(spec_of("vgg16"), Change.SCALE_IN, {"worker": {0: 5}}, {"worker": {0: 4}}).pause_s == 35.0
     assert sr.transition(spec_of("alexnet"), Change.RESUME, {}, {"worker": {0: 4}}).pause_s == 30.0
-    graceful = MechanismOverhead("stop_free", ZOO.costs_of).transition(
+    graceful = StopFree(ZOO.costs_of).transition(
         spec_of("vgg16"), Change.SCALE_IN, {"worker": {0: 5}}, {"worker": {0: 4}})
-    assert graceful == Transition(prepare_s=3.3)   # scale-in: in flight for Table 3's time, nobody stops
+    # scale-in: in flight for Table 3's time, nobody stops; the leaving workers hold their GPUs until they exit
+    assert graceful == Transition(prepare_s=3.3, release_s=3.3)
 
 
 def test_sidecar_restarts_the_process_in_place_and_the_pod_across_hosts():
-    m = MechanismOverhead("sidecar")
+    m = SidecarRestart()
     s = spec_of("resnet50")
     assert m.transition(s, Change.SCALE_IN, {"worker": {0: 4}}, {"worker": {0: 2}}).pause_s == 17 + 5 * 2   # 27 s
     assert m.transition(s, Change.SCALE_OUT, {"worker": {0: 2}}, {"worker": {0: 4}}).pause_s == 17 + 5 * 4   # 37 s
     assert m.transition(s, Change.SCALE_OUT, {"worker": {0: 2}}, {"worker": {0: 2, 1: 2}}).pause_s == 30 + 136 + 19 * 4
-    pod = MechanismOverhead("pod_restart")
+    pod = PodRestart()
     assert pod.transition(s, Change.SCALE_OUT, {"worker": {0: 2}}, {"worker": {0: 4}}).pause_s == 242.0      # §II-C
     assert pod.transition(s, Change.START, {}, {"worker": {0: 2}}).pause_s == 174.0
 
 
 def test_flash_checkpoint_adds_workers_without_pause_and_pauses_for_ps_changes():
-    m = MechanismOverhead("flash_checkpoint", ZOO.costs_of)
+    m = FlashCheckpoint(ZOO.costs_of)
     s = JobSpec(0, "j", 0.0, (RoleSpec("ps", 2, 0, 16, 8, 1, 8), RoleSpec("worker", 4, 0, 3, 4, 1, 32)), 1.0, 1.0,
                 profile="wide_deep")
     more_workers = m.transition(s, Change.SCALE_OUT, {"ps": {0: 2}, "worker": {0: 4}}, {"ps": {0: 2}, "worker": {0: 8}})
@@ -98,9 +99,12 @@ def test_every_overhead_config_builds_and_none_is_free():
 
 
 @pytest.mark.parametrize("cfg, message", [
-    ({"kind": "magic"}, "unknown kind 'magic'"),
-    ({"kind": "constant", "resum_s": 3}, "resum_s"),
-    ({"kind": "mechanism", "mechanism": "teleport"}, "unknown overhead mechanism 'teleport'"),
+    ({"kind": "magic"}, "overhead.kind: unknown overhead model 'magic'; known: constant, elasticflow"),
+    ({"kind": "constant", "resum_s": 3}, "overhead.resum_s: unknown key; valid keys: pause_s, rescale_s"),
+    ({"kind": "stop_free", "mechanism": "teleport"}, "overhead.mechanism: unknown key"),
+    ({"kind": "constant", "resume_s": -1}, "overhead.resume_s: must be >= 0, got -1"),
+    ({"kind": "constant", "resume_s": float("nan")}, "overhead.resume_s: must be a finite number"),
+    ({"kind": "constant", "stop_free": "no"}, "overhead.stop_free: must be true or false, got 'no'"),
 ])
 def test_bad_overhead_configs_are_named(cfg, message):
     with pytest.raises(ValueError, match=message):
@@ -133,7 +137,7 @@ class PreemptOnce(Policy):
 def test_lost_time_is_charged_per_job_and_written_to_the_jobs_table():
     spec = jobs(spec_of("resnet152"))
     engine = Engine(spec, cluster(1, 8), PreemptOnce(), speed=ZOO.speed,
-                    overhead=MechanismOverhead("stop_resume", ZOO.costs_of, charge_start=False), progress=False)
+                    overhead=StopResume(ZOO.costs_of, charge_start=False), progress=False)
     rec = engine.run()
     st = rec.states[0]
     assert st.overhead_s == pytest.approx(70.0)            # EDL Table 2 stop-resume, ResNet152
