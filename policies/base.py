@@ -41,6 +41,8 @@ def register(cls: type[Policy]) -> type[Policy]:
     unknown = set(cls.tags) - TAGS
     if unknown:
         raise ValueError(f"policy {cls.name!r}: unknown tag(s) {sorted(unknown)}; known: {sorted(TAGS)}")
+    if cls.oracle != ("oracle" in cls.tags):
+        raise ValueError(f"policy {cls.name!r}: oracle = {cls.oracle} but its tags are {sorted(cls.tags)}")
     return POLICIES.register()(cls)
 
 
@@ -56,4 +58,4 @@ def make(name: str, **params) -> Policy:
     """Instantiate a registered policy with checked parameters (``simulator/params.py``)."""
     from clustersim.simulator.params import check_params
     cls = get(name)
-    return cls(**check_params(cls.__init__, params, f"policy.{{}} (policy {name!r})"))
+    return cls(**check_params(cls.__init__, params, "policy.{}"))

@@ -16,20 +16,24 @@ tasks spread over the least-loaded nodes (Kubernetes' default placement). See pe
 from __future__ import annotations
 
 import heapq
+from typing import Literal
 
 import numpy as np
 
 from clustersim.policies.base import JobView, View, register
 from clustersim.policies.periodic import Periodic, Step
+from clustersim.policies.placement import PlacementName
 from clustersim.simulator.cluster import EPS
+from clustersim.simulator.params import Positive
 
 
 @register
 class Drf(Periodic):
     name = "drf"
+    tags = frozenset({"elastic", "multi-resource", "ps"})
 
-    def __init__(self, interval: float = 1200.0, placement: str = "spread", event_driven: bool = False,
-                 fair_share: str = "job"):
+    def __init__(self, interval: Positive = 1200.0, placement: PlacementName = "spread", event_driven: bool = False,
+                 fair_share: Literal["job", "tenant"] = "job"):
         super().__init__(interval, placement, event_driven)
         if fair_share not in ("job", "tenant"):
             raise ValueError(f"drf: fair_share must be 'job' or 'tenant', got {fair_share!r}")

@@ -10,15 +10,16 @@ from __future__ import annotations
 from collections import deque
 
 from clustersim.policies.base import Decision, Policy, View, register
-from clustersim.policies.placement import strategy
+from clustersim.policies.placement import PlacementName, strategy
 from clustersim.simulator.cluster import EPS
 
 
 @register
 class Fifo(Policy):
     name = "fifo"
+    tags = frozenset({"multi-resource", "ps"})
 
-    def __init__(self, placement: str = "first_fit", backfill: bool = False):
+    def __init__(self, placement: PlacementName = "first_fit", backfill: bool = False):
         self.place = strategy(placement)
         self.backfill = backfill
         self.queue: deque = deque()

@@ -23,7 +23,7 @@ strategy is deterministic.
 from __future__ import annotations
 
 import heapq
-from typing import Callable, Mapping, Sequence
+from typing import Callable, Literal, Mapping, Sequence
 
 import numpy as np
 
@@ -122,6 +122,9 @@ align = _per_role(_align_role)
 
 STRATEGIES: dict[str, Placement] = {"first_fit": first_fit, "consolidate": consolidate, "spread": spread,
                                     "best_fit": best_fit, "align": align}
+
+
+PlacementName = Literal["first_fit", "best_fit", "consolidate", "spread", "align"]
 
 
 def strategy(name: str) -> Placement:

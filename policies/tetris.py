@@ -23,16 +23,19 @@ import numpy as np
 
 from clustersim.policies.base import JobView, View, register
 from clustersim.policies.periodic import Periodic, Step
+from clustersim.policies.placement import PlacementName
 from clustersim.simulator.cluster import EPS
+from clustersim.simulator.params import NonNegative, Positive
 
 
 @register
 class Tetris(Periodic):
     name = "tetris"
     oracle = True
+    tags = frozenset({"oracle", "elastic", "multi-resource", "ps"})
 
-    def __init__(self, interval: float = 1200.0, placement: str = "align", event_driven: bool = False,
-                 srtf_weight: float = 1.0):
+    def __init__(self, interval: Positive = 1200.0, placement: PlacementName = "align", event_driven: bool = False,
+                 srtf_weight: NonNegative = 1.0):
         super().__init__(interval, placement, event_driven)
         if srtf_weight < 0:
             raise ValueError(f"tetris: srtf_weight must be >= 0, got {srtf_weight}")

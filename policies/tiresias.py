@@ -29,7 +29,8 @@ import numpy as np
 
 from clustersim.policies.admission import GpuSizes, admit, budget
 from clustersim.policies.base import Decision, JobView, Policy, View, register
-from clustersim.policies.placement import consolidate, keep_in_place, min_nodes, release, strategy
+from clustersim.simulator.params import NonNegative, Positive
+from clustersim.policies.placement import PlacementName, consolidate, keep_in_place, min_nodes, release, strategy
 from clustersim.simulator.job import nodes_of
 
 EPS = 1e-6  # seconds: a threshold reached within a microsecond counts as reached
@@ -66,9 +67,9 @@ class _Job:
 class Tiresias(Policy):
     name = "tiresias"
 
-    def __init__(self, thresholds: list[float] = (3250.0, 7200.0), starvation_knob: float = 0.0,
+    def __init__(self, thresholds: list[Positive] = (3250.0, 7200.0), starvation_knob: NonNegative = 0.0,
                  gittins: bool = False, gittins_distribution: str = "bundled:tiresias/yarn-gput1000.csv",
-                 gittins_delta: float = 3250.0, placement: str = "first_fit",
+                 gittins_delta: Positive = 3250.0, placement: PlacementName = "first_fit",
                  consolidate_models: list[str] = ("vgg11", "vgg16", "vgg19", "alexnet")):
         self.thresholds = [float(t) for t in thresholds]
         if any(b <= a for a, b in zip(self.thresholds, self.thresholds[1:])) or any(t <= 0 for t in self.thresholds):

@@ -8,17 +8,19 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Callable
+from typing import Annotated, Callable
 
 import numpy as np
 
+from clustersim.simulator.errors import ConfigError, PolicyError
 from clustersim.simulator.job import Allocation, JobSpec, task_demand
+from clustersim.simulator.params import Count, NonNegative, Range, check_params
 
 RESOURCES = ("gpu", "cpu", "mem")
 EPS = 1e-9
 
 
-class CapacityError(RuntimeError):
+class CapacityError(PolicyError):
     """An allocation does not fit: names the job, the node and the resource."""
 
 
@@ -26,12 +28,50 @@ class CapacityError(RuntimeError):
 class NodeGroup:
     """``count`` identical nodes."""
 
-    count: int
-    gpus: float
-    cpus: float
-    mem: float
+    count: Count
+    gpus: NonNegative
+    cpus: NonNegative
+    mem: NonNegative
     gpu_type: str = "generic"
-    nodes_per_rack: int = 0  # 0: all nodes of the group in one rack
+    nodes_per_rack: Count = 0  # 0: all nodes of the group in one rack
+
+
+@dataclass(frozen=True, slots=True)
+class AutoNodes:
+    """``cluster.auto``: nodes of ``gpus_per_node`` GPUs, as many as ``load_factor`` x the
+    trace's mean busy GPUs (and at least its largest job)."""
+
+    gpus_per_node: Annotated[float, Range(gt=0)]
+    load_factor: Annotated[float, Range(gt=0)] = 1.2
+    cpus_per_node: NonNegative = 0.0
+    mem_per_node: NonNegative = 0.0
+    gpu_type: str = "generic"
+    nodes_per_rack: Count = 0
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterConfig:
+    """The keys of a cluster config: node groups, or ``auto`` sized from the trace, or both."""
+
+    name: str | None = None
+    groups: list[dict] | None = None
+    auto: dict | None = None
+
+
+def check_config(cfg) -> None:
+    """A cluster config's keys and types; errors name ``cluster.<key>``."""
+    check_params(ClusterConfig, cfg, "cluster.{}")
+    for i, g in enumerate(cfg.get("groups") or []):
+        check_params(NodeGroup, g, f"cluster.groups[{i}].{{}}")
+        missing = [k for k in ("count", "gpus", "cpus", "mem") if k not in g]
+        if missing:
+            raise ConfigError(f"cluster.groups[{i}].{missing[0]}: required (a group needs count, gpus, cpus, mem)")
+    if cfg.get("auto"):
+        check_params(AutoNodes, cfg["auto"], "cluster.auto.{}")
+        if "gpus_per_node" not in cfg["auto"]:
+            raise ConfigError("cluster.auto.gpus_per_node: required")
+    elif not cfg.get("groups"):
+        raise ConfigError("cluster: give node groups (cluster.groups) or cluster.auto")
 
 
 class Cluster:

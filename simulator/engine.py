@@ -50,7 +50,7 @@ class Limits:
 
     max_events: Annotated[int, Range(ge=1)] | None = None
     max_sim_time: Annotated[float, Range(gt=0)] | None = None
-    livelock_decisions: PositiveCount | None = 10_000
+    livelock_decisions: PositiveCount | None = 2_000
 
 
 @dataclass(frozen=True)

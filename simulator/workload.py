@@ -18,17 +18,45 @@ loss curve and its profile's dataset size give its work. docs/models/workload.md
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from typing import Annotated, Literal
 
 import numpy as np
 import pyarrow as pa
 
 from clustersim.simulator.cluster import tasks_per_node
 from clustersim.simulator.job import JobSpec, RoleSpec
+from clustersim.simulator.params import NonNegative, PositiveCount, Range, check_params
 from clustersim.simulator.rng import component_rng
 from clustersim.simulator.errors import TraceError
 
 COLUMNS = ["job_id", "submit_time", "duration", "iterations", "roles", "tenant", "user", "model",
            "deadline", "priority", "batch_size", "gpu_type"]
+
+
+@dataclass(frozen=True)
+class ProfileConfig:
+    """The keys of a profile config (configs/profile/*.yaml)."""
+
+    name: str | None = None
+    zoo: bool = False
+    files: list[str] | None = None
+    unknown: Literal["random", "error"] = "random"
+    pool: dict | None = None
+    convergence: dict | None = None
+
+
+@dataclass(frozen=True)
+class ConvergenceConfig:
+    """``profile.convergence``: ground-truth loss curves (simulator.convergence.assign_curves)."""
+
+    enabled: bool = False
+    threshold: Annotated[float, Range(gt=0)] = 0.01
+    relative: bool = False
+    patience: PositiveCount = 5
+    noise: NonNegative = 0.02
+    jitter: NonNegative = 0.2
+    default_curve: dict | None = None
+    dataset_fraction: Annotated[float, Range(gt=0, le=1)] = 1.0
 
 
 @dataclass
@@ -55,8 +83,10 @@ class Assignment:
 
     @classmethod
     def from_config(cls, cfg: dict | None) -> "Assignment | None":
-        """``None`` for the ``linear`` profile config (no zoo)."""
+        """``None`` for the ``linear`` profile config (no zoo). Keys and types are checked first."""
         cfg = dict(cfg or {})
+        check_params(ProfileConfig, cfg, "profile.{}")
+        check_params(ConvergenceConfig, cfg.get("convergence") or {}, "profile.convergence.{}")
         if not cfg.get("zoo", False):
             return None
         from clustersim.simulator import profiles

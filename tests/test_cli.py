@@ -83,3 +83,25 @@ def test_summary_slowdown_is_jct_over_the_duration_alone(tmp_path):
     assert summary["slowdown_mean"] == pytest.approx(slowdown.mean())
     assert summary["slowdown_mean"] > 1.5  # 60 jobs on 8 GPUs queue
     assert "slowdown mean / p95" in p.stdout
+
+
+@pytest.mark.parametrize("override, message", [
+    ("+polcy=x", "clustersim: error: polcy: unknown key; valid keys: cluster, limits, observe, overhead, policy"),
+    ("policy.backfill=no", "clustersim: error: policy.backfill: must be true or false, got 'no'"),
+    ("overhead.resume_s=-1", "clustersim: error: overhead.resume_s: must be >= 0"),
+    ("until=nan", "clustersim: error: until: must be a finite number, got nan"),
+    ("cluster.groups=[{count:2.5,gpus:4,cpus:4,mem:4}]", "cluster.groups[0].count: must be an integer, got 2.5"),
+])
+def test_bad_config_values_exit_non_zero_naming_the_key(tmp_path, override, message):
+    p = clustersim(override, f"hydra.run.dir={tmp_path / 'run'}", cwd=tmp_path)
+    assert p.returncode == 1
+    assert message in p.stderr
+    assert not (tmp_path / "run" / "summary.json").exists()
+
+
+def test_a_runaway_policy_ends_within_seconds_with_a_message(tmp_path):
+    p = clustersim("policy=tiresias", "policy.thresholds=[5]", "policy.starvation_knob=2", "overhead=constant30",
+                   "cluster.groups=[{count:2,gpus:4,cpus:40,mem:256}]", "trace.oversize=drop",
+                   f"hydra.run.dir={tmp_path / 'run'}", cwd=tmp_path)
+    assert p.returncode == 1
+    assert "clustersim: error: policy 'tiresias': livelock: 2,000 decisions in a row" in p.stderr

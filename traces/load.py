@@ -12,12 +12,13 @@ from __future__ import annotations
 import csv
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Mapping
+from typing import Literal, Mapping
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from clustersim import traces
+from clustersim.simulator.params import check_params
 from clustersim.traces import cache, synthetic, transform
 from clustersim.traces.collect import BadRows, Reject
 from clustersim.traces.schema import TraceError, validate
@@ -53,10 +54,54 @@ class LoadReport:
                 w.writerow([r.source, r.line, r.field, r.reason, r.raw])
 
 
+@dataclass(frozen=True)
+class TraceConfig:
+    """The keys of a trace config and their types (checked before anything is read)."""
+
+    name: str | None = None
+    format: str | None = None
+    path: str | list[str] | None = None
+    options: dict | None = None
+    on_bad_row: Literal["error", "skip"] = "error"
+    oversize: Literal["error", "drop", "clamp"] = "error"
+    cache: dict | None = None
+    transforms: list[dict] | None = None
+    prefix_ids: bool = False
+
+
+@dataclass(frozen=True)
+class CacheConfig:
+    enabled: bool = True
+    dir: str | None = None   # null: $CLUSTERSIM_CACHE or ~/.cache/clustersim/traces
+
+
+def check_config(cfg: Mapping) -> None:
+    """A trace config's keys, their types and its reader's options; errors name ``trace.<key>``."""
+    check_params(TraceConfig, cfg, "trace.{}")
+    check_params(CacheConfig, cfg.get("cache") or {}, "trace.cache.{}")
+    fmt = _required(cfg, "format")
+    options = dict(cfg.get("options") or {})
+    if fmt == "synthetic":
+        gen = options.pop("generator", None)
+        if gen not in synthetic.GENERATORS:
+            raise TraceError(f"trace.options.generator: unknown generator {gen!r}; known: "
+                             f"{', '.join(synthetic.GENERATORS)}")
+        check_params(synthetic.GENERATORS[gen], options, "trace.options.{}", skip=("rng",))
+        return
+    f = traces.get(fmt)
+    for k in f.files:
+        if options.get(k) is not None and not isinstance(options[k], str):
+            raise TraceError(f"trace.options.{k}: must be a file path, got {options[k]!r}")
+    check_params(f.read, {k: v for k, v in options.items() if k not in f.files}, "trace.options.{}",
+                 skip=("path", "bad", *f.files))
+    traces.check_options(f, options)
+
+
 def load(cfg: Mapping, seed: int = 0) -> tuple[pa.Table, LoadReport]:
     """Load the trace a trace config describes; the seed drives random transforms and generators."""
     from clustersim.simulator.rng import component_rng
 
+    check_config(cfg)
     fmt = _required(cfg, "format")
     report = LoadReport(name=str(cfg.get("name") or fmt), format=fmt, on_bad_row=cfg.get("on_bad_row") or "error")
     options = dict(cfg.get("options") or {})
