@@ -95,8 +95,12 @@ class Cluster:
         self.rack = tuple(racks)
         self.free = self.capacity.copy()
         self.up = np.ones(len(caps), dtype=bool)
+        self.up.setflags(write=False)     # set_up() keeps the cached totals right
         self.total = self.capacity.sum(axis=0)
-        self.used = np.zeros(3)
+        self.used = [0.0, 0.0, 0.0]       # plain floats: updated per touched task, read per decision
+        self._rows = [list(c) for c in caps]        # free resources per node, the truth take/release update
+        self._caps = [tuple(c) for c in caps]
+        self._down = [0.0, 0.0, 0.0]      # capacity of the nodes that are down
 
     @property
     def num_nodes(self) -> int:
@@ -108,49 +112,86 @@ class Cluster:
 
     @property
     def free_gpus(self) -> float:
-        return float(self.total[0] - self.used[0]) - float(self.capacity[~self.up, 0].sum())
+        return float(self.total[0]) - self.used[0] - self._down[0]
+
+    def set_up(self, node: int, up: bool) -> None:
+        """A node goes down or comes back (its jobs must have released it before it goes down)."""
+        if bool(self.up[node]) == up:
+            return
+        self.up.setflags(write=True)
+        self.up[node] = up
+        self.up.setflags(write=False)
+        sign = -1.0 if up else 1.0
+        self._down = [d + sign * c for d, c in zip(self._down, self._caps[node])]
 
     def free_copy(self) -> np.ndarray:
         """Free resources per node, for a policy to plan on; down nodes show nothing free."""
         free = self.free.copy()
-        free[~self.up] = 0.0
+        if self._down[0] or self._down[1] or self._down[2]:
+            free[~self.up] = 0.0
         return free
 
     def up_capacity(self) -> np.ndarray:
         """Total resources of the nodes that are up."""
-        return self.capacity[self.up].sum(axis=0)
+        return self.total - np.array(self._down)
 
     def fits(self, spec: JobSpec) -> bool:
         """Whether the job's requested allocation could ever fit on the whole (empty) cluster."""
         return could_fit(self.capacity, [(r.demand, r.count) for r in spec.roles])
 
     def release(self, spec: JobSpec, alloc: Allocation) -> None:
+        used, rows = self.used, self._rows
         for role, nodes in alloc.items():
-            d = np.array(task_demand(spec.role(role), nodes))
+            d = task_demand(spec.role(role), nodes)
             for node, count in nodes.items():
-                self.free[node] += count * d
-                self.used -= count * d
-        _snap(self.free, self.capacity)
+                row = rows[node]
+                for k in (0, 1, 2):
+                    if d[k]:
+                        row[k] += count * d[k]
+                        used[k] -= count * d[k]
+                self._sync(node)
+        self._snap_used()
 
     def take(self, spec: JobSpec, alloc: Allocation, who: str) -> None:
         """Place ``alloc``; raise CapacityError (naming ``who``, the job and node) if it does not fit."""
+        used, rows, up, n = self.used, self._rows, self.up, len(self._rows)
         for role, nodes in alloc.items():
-            d = np.array(task_demand(spec.role(role), nodes))
+            d = task_demand(spec.role(role), nodes)
             for node, count in nodes.items():
-                need = count * d
-                if not (0 <= node < self.num_nodes) or not self.up[node]:
+                if not (0 <= node < n) or not up[node]:
                     raise CapacityError(f"{who}: job {spec.job_id!r} placed on node {node}, which is "
-                                        f"{'down' if 0 <= node < self.num_nodes else 'not in the cluster'}")
-                short = need - self.free[node]
-                if (short > EPS).any():
-                    k = int(np.argmax(short))
-                    self.release(spec, _placed_before(alloc, role, node))
-                    raise CapacityError(
-                        f"{who}: job {spec.job_id!r} role {role!r} asks for {need[k]:g} {RESOURCES[k]} "
-                        f"on node {node}, which has {self.free[node][k]:g} free")
-                self.free[node] -= need
-                self.used += need
-        _snap(self.free, self.capacity)
+                                        f"{'down' if 0 <= node < n else 'not in the cluster'}")
+                row = rows[node]
+                for k in (0, 1, 2):
+                    if d[k] and count * d[k] - row[k] > EPS:
+                        self.release(spec, _placed_before(alloc, role, node))
+                        raise CapacityError(
+                            f"{who}: job {spec.job_id!r} role {role!r} asks for {count * d[k]:g} {RESOURCES[k]} "
+                            f"on node {node}, which has {row[k]:g} free")
+                for k in (0, 1, 2):
+                    if d[k]:
+                        row[k] -= count * d[k]
+                        used[k] += count * d[k]
+                self._sync(node)
+        self._snap_used()
+
+    def _sync(self, node: int) -> None:
+        """Round the row's float dust away (repeated fractional takes and releases stay exact) and
+        copy it to the array policies read."""
+        row, cap = self._rows[node], self._caps[node]
+        for k in (0, 1, 2):
+            v = row[k]
+            if -EPS < v < EPS:
+                row[k] = 0.0
+            elif -EPS < v - cap[k] < EPS:
+                row[k] = cap[k]
+        self.free[node] = row
+
+    def _snap_used(self) -> None:
+        used = self.used
+        for k in (0, 1, 2):
+            if -EPS < used[k] < EPS:
+                used[k] = 0.0
 
 
 def _placed_before(alloc: Allocation, stop_role: str, stop_node: int) -> dict:
@@ -162,12 +203,6 @@ def _placed_before(alloc: Allocation, stop_role: str, stop_node: int) -> dict:
                 return done
             done.setdefault(role, {})[node] = count
     return done
-
-
-def _snap(free: np.ndarray, cap: np.ndarray) -> None:
-    """Round away float dust so that repeated fractional takes and releases stay exact."""
-    np.copyto(free, 0.0, where=np.abs(free) < EPS)
-    np.copyto(free, cap, where=np.abs(free - cap) < EPS)
 
 
 def could_fit(capacity: np.ndarray, roles: list[tuple[tuple[float, float, float], int]],

@@ -233,7 +233,7 @@ class Engine:
 
     def _node_down(self, node: int, repair_after: float | None, _ev) -> None:
         self._count()
-        self.cluster.up[node] = False
+        self.cluster.set_up(node, False)
         for view in list(self.running.values()):
             st = self.states[view.job_id]
             if node in nodes_of(st.allocation):
@@ -245,7 +245,7 @@ class Engine:
 
     def _node_up(self, node: int, _ev) -> None:
         self._count()
-        self.cluster.up[node] = True
+        self.cluster.set_up(node, True)
         self.recorder.node(self.env.now, node, up=True)
         self._request_decision()
 

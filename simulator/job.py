@@ -11,45 +11,45 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import Enum
 from types import MappingProxyType
-from typing import Iterator, Mapping
+from typing import Mapping
 
 Allocation = Mapping[str, Mapping[int, int]]
 EMPTY: Allocation = MappingProxyType({})
 
 
-class Tasks(Mapping[int, int]):
+class Tasks(dict):
     """The tasks of one role: ``{node: count}``, each task granted ``cpu`` cores and ``mem`` GB
-    (``None``: what the job requested). Read-only and hashable."""
+    (``None``: what the job requested). Read-only once made, hashable; a dict underneath, so
+    reading it costs what reading a dict costs."""
 
-    __slots__ = ("_nodes", "cpu", "mem", "_hash")
+    __slots__ = ("cpu", "mem")
 
-    def __init__(self, nodes: Mapping[int, int], cpu: float | None = None, mem: float | None = None):
-        self._nodes = dict(nodes)
+    def __init__(self, nodes: Mapping[int, int] = (), cpu: float | None = None, mem: float | None = None):
+        dict.__init__(self, nodes)
         self.cpu, self.mem = cpu, mem
-        self._hash = None
 
-    def __getitem__(self, node: int) -> int:
-        return self._nodes[node]
+    def _read_only(self, *args, **kwargs):
+        raise TypeError("an allocation is read-only; return a new one in a Decision")
 
-    def __iter__(self) -> Iterator[int]:
-        return iter(self._nodes)
-
-    def __len__(self) -> int:
-        return len(self._nodes)
+    __setitem__ = __delitem__ = update = pop = popitem = clear = setdefault = __ior__ = _read_only
 
     def __eq__(self, other) -> bool:
-        if isinstance(other, Tasks):
-            return self._nodes == other._nodes and self.cpu == other.cpu and self.mem == other.mem
-        return isinstance(other, Mapping) and self._nodes == dict(other.items())
+        if isinstance(other, Tasks) and (self.cpu != other.cpu or self.mem != other.mem):
+            return False
+        return dict.__eq__(self, other)
+
+    def __ne__(self, other) -> bool:
+        return not self.__eq__(other)
 
     def __hash__(self) -> int:
-        if self._hash is None:
-            self._hash = hash((tuple(self._nodes.items()), self.cpu, self.mem))
-        return self._hash
+        return hash((tuple(self.items()), self.cpu, self.mem))
+
+    def __reduce__(self):
+        return (Tasks, (dict(self), self.cpu, self.mem))
 
     def __repr__(self) -> str:
-        grant = "" if self.cpu is None and self.mem is None else f", cpu={self.cpu:g}, mem={self.mem:g}"
-        return f"Tasks({self._nodes}{grant})"
+        grant = "" if self.cpu is None and self.mem is None else f", cpu={self.cpu!r}, mem={self.mem!r}"
+        return f"Tasks({dict.__repr__(self)}{grant})"
 
 
 def task_demand(role: "RoleSpec", tasks: Mapping[int, int]) -> tuple[float, float, float]:

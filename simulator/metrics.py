@@ -39,7 +39,7 @@ class Recorder:
 
     # --- during the run (hot path: appends only)
     def sample(self, now: float, running: int, pending: int) -> None:
-        used = tuple(self.cluster.used.tolist())
+        used = tuple(self.cluster.used)
         if self._t and self._t[-1] == now:
             self._used[-1], self._running[-1], self._pending[-1] = used, running, pending
             return

@@ -82,7 +82,7 @@ def test_admission_takes_a_job_only_if_all_three_resources_fit_and_counts_sizes(
     from tests.factories import cluster
 
     cl = cluster(nodes=2, gpus=4, cpus=32, mem=256)
-    cl.up[1] = False                                   # only the node that is up counts
+    cl.set_up(1, False)                                  # only the node that is up counts
     left = budget(cl)
     assert left == pytest.approx([4, 32, 256])
     assert not admit(left, (1.0, 40.0, 8.0))           # too many cores: nothing taken
