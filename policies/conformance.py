@@ -159,7 +159,8 @@ def _fit(roles: list[RoleSpec], cluster: Cluster) -> tuple[RoleSpec, ...]:
         r = roles[k]
         if r.count > 1:
             c = r.count - 1
-            roles[k] = replace(r, count=c, min_count=min(r.min_count, c), max_count=max(c, r.max_count))
+            lo, hi = (c, c) if not r.elastic else (min(r.min_count, c), r.max_count)
+            roles[k] = replace(r, count=c, min_count=lo, max_count=hi)
             continue
         if any(x.cpu or x.mem for x in roles):
             roles = [replace(x, cpu=0.0, mem=0.0) for x in roles]
@@ -233,6 +234,11 @@ def cases(tags: frozenset[str]):
 
 def _examples(tags: frozenset[str], n: int, seed: int) -> list[Case]:
     """``n`` inputs drawn deterministically (hypothesis with a fixed seed, no database)."""
+    return list(_drawn(frozenset(tags), n, seed))
+
+
+@lru_cache(maxsize=32)
+def _drawn(tags: frozenset[str], n: int, seed: int) -> tuple[Case, ...]:
     if n <= 0:
         return []
     from hypothesis import HealthCheck, Phase, given, settings
@@ -247,7 +253,7 @@ def _examples(tags: frozenset[str], n: int, seed: int) -> list[Case]:
         out.append(case)
 
     draw()
-    return [replace(c, label=f"seed={seed} example {i + 1}/{n}") for i, c in enumerate(out[:n])]
+    return tuple(replace(c, label=f"seed={seed} example {i + 1}/{n}") for i, c in enumerate(out[:n]))
 
 
 def contention_case(tags: frozenset[str]) -> Case:
