@@ -327,6 +327,9 @@ def _snapshot(view) -> tuple:
     )
 
 
+_JOB_FIELDS = ("job_id", "status", "allocation", "gpus", "attained_service", "iterations_done", "first_start",
+               "reconfiguring", "preemptions", "rescales", "failures", "stop_reason", "waited",
+               "throughput_samples", "roles")
 _SNAP_FIELDS = ("now", "pending jobs", "running jobs", "arrived jobs", "finished jobs", "stopped jobs",
                 "cluster.capacity", "cluster.free", "cluster.up", "cluster.total", "cluster.gpu_type",
                 "cluster.rack", "view.clock (observer settings)", "the view's own fields")
@@ -338,7 +341,9 @@ def _diff(a: tuple, b: tuple) -> str:
             if name.endswith("jobs"):
                 for jx, jy in zip(x, y):
                     if jx != jy:
-                        return f"{name}: job {jx[0]!r} changed from {jx} to {jy}"
+                        k = next(k for k, (u, v) in enumerate(zip(jx, jy)) if u != v)
+                        return f"{name}: job {jx[0]!r}'s {_JOB_FIELDS[k]} changed from {jx[k]!r} to {jy[k]!r}"
+                return f"{name}: the jobs listed changed from {[j[0] for j in x]} to {[j[0] for j in y]}"
             return f"{name} changed"
     return "something changed"
 
