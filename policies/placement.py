@@ -134,15 +134,13 @@ def strategy(name: str) -> Placement:
 
 
 def min_nodes(capacity: np.ndarray, roles: Sequence[RoleSpec], counts: Mapping[str, int]) -> int:
-    """The fewest nodes that could hold the job on an empty cluster of ``capacity`` rows
-    (roles counted apart, the largest node first): the bar a consolidated placement must meet."""
-    need = 0
-    for role in roles:
-        n = counts.get(role.name, 0)
-        if n:
-            per = int(tasks_per_node(capacity, role.demand).max())
-            need = max(need, -(-n // per) if per else 1 << 30)
-    return need
+    """The nodes ``consolidate`` uses for the job on an empty cluster of ``capacity`` rows: the bar a
+    consolidated placement must meet. Being the strategy's own result on the empty cluster, the bar
+    can always be met once enough nodes are free, on mixed node sizes and multi-role jobs too."""
+    alloc = consolidate(np.array(capacity, dtype=np.float64), roles, counts)
+    if alloc is None:
+        return 1 << 30
+    return len({n for nodes in alloc.values() for n, c in nodes.items() if c})
 
 
 def _held(free: np.ndarray, job) -> np.ndarray:

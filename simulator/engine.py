@@ -217,6 +217,7 @@ class Engine:
         view = self.running.pop(st.spec.job_id)
         self._finished.append(view)
         self.recorder.event(now, st, "finish", 0.0)
+        self._sample_usage()
         self._request_decision()
 
     def _phase_end(self, st: JobState, version: int, _ev) -> None:
@@ -239,6 +240,7 @@ class Engine:
             if node in nodes_of(st.allocation):
                 self._stop(st, Change.FAIL, StopReason.NODE_DOWN)
         self.recorder.node(self.env.now, node, up=False)
+        self._sample_usage()
         if repair_after is not None:
             self._at(repair_after, partial(self._node_up, node))
         self._request_decision()
@@ -263,6 +265,7 @@ class Engine:
             st.advance(self.env.now)
             self.cluster.release(st.spec, entry[0])
             st.gpus -= entry[1]
+            self._sample_usage()
             self._request_decision()
 
     # ------------------------------------------------------------------ decisions
@@ -294,11 +297,16 @@ class Engine:
         if not isinstance(decision, Decision):
             raise PolicyError(f"{self._who} returned {type(decision).__name__}, not a Decision")
         changed = self._apply(decision.allocations) if decision.allocations else False
-        self.recorder.sample(now, len(self.running), len(self.pending))
+        self._sample_usage()
         if self._bar.disable is False:
             self._bar.update(min(round(now), self._bar.total) - self._bar.n)
         if decision.wakeup is not None:
             self._schedule_wakeup(decision.wakeup, changed)
+
+    def _sample_usage(self) -> None:
+        """A timeline row: resources in use and job counts, at every change of them (decisions, and
+        releases between decision rounds), so the timeline integrates to the jobs' GPU-seconds."""
+        self.recorder.sample(self.env.now, len(self.running), len(self.pending))
 
     def _watch_livelock(self, view: View) -> None:
         """Count consecutive decisions at which nothing arrived, finished or trained."""
@@ -491,15 +499,16 @@ class Engine:
         """Set the rate of the current phase; schedule its end and, if sooner, the completion."""
         now = self.env.now
         end = None
-        was_moving = st.rate > 0
+        was_moving = 1 if st.rate > 0 else 0
         if st.phases:
             end, st.rate = st.phases[-1]
             self._at(end - now, partial(self._phase_end, st, st.version))
         else:
             st.phases = None
             st.rate = st.steady_rate
-        self._moving += (st.rate > 0) - was_moving
-        self._moved = self._moved or st.rate > 0
+        moving = 1 if st.rate > 0 else 0
+        self._moving += moving - was_moving
+        self._moved = self._moved or moving == 1
         self._sample(st, steady=end is None)
         if st.rate > 0:
             finish = now + (st.spec.total_work - st.progress) / st.rate
@@ -526,7 +535,7 @@ class Engine:
 
     def _hold_nothing(self, st: JobState) -> None:
         """A finished or stopped job: no resources, no rate, no phase or completion pending."""
-        self._moving -= st.rate > 0
+        self._moving -= 1 if st.rate > 0 else 0
         st.allocation, st.gpus, st.rate, st.steady_rate = EMPTY, 0.0, 0.0, 0.0
         st.phases = None
         st.version += 1

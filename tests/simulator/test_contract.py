@@ -234,3 +234,24 @@ def test_transitions_reject_negative_times():
                                  {"worker": {0: 1}}).release_s == 1.8
     assert np.isfinite(StopFree().transition(gpu_job("a", 0, 2, 1.0), Change.RESIZE, {"worker": {0: 2}},
                                              {"worker": Tasks({0: 2}, cpu=3.0)}).pause_s)
+
+
+def test_the_timeline_integrates_to_the_jobs_gpu_seconds_between_decision_rounds():
+    class Greedy(Policy):
+        name = "greedy"
+
+        def decide(self, view):
+            free, out = view.cluster.free_gpus, {}
+            for j in view.pending.values():
+                if j.num_gpus <= free:
+                    out[j.job_id] = {"worker": {0: int(j.num_gpus)}}
+                    free -= j.num_gpus
+            return Decision(out)
+
+    specs = jobs(gpu_job("a", 0.0, 2, 130.0), gpu_job("b", 0.0, 2, 250.0), gpu_job("c", 30.0, 4, 70.0))
+    _, states, rec = run(specs, Greedy(), decision_interval=100.0)
+    t = rec.timeline()
+    times = t.column("time").to_pylist() + [rec.end_time]
+    used = t.column("gpu_used").to_pylist()
+    area = sum(u * (b - a) for u, a, b in zip(used, times, times[1:]))
+    assert area == pytest.approx(sum(s.service for s in states.values()), **EXACT) == 2 * 130 + 2 * 250 + 4 * 70
