@@ -19,22 +19,11 @@ from clustersim.simulator.cluster import NodeGroup
 from clustersim.simulator.view import OracleError
 from tests.factories import gpu_job, jobs
 
-# Inputs each bundled policy is also run on beyond its declared ``tags`` (the bundled policies
-# declare none yet): the jobs the previous suite gave them. Tiresias is left at its declared tags:
-# on heterogeneous clusters its consolidated placement can starve a job for ever (reported).
-HANDLES = {
-    "drf": {"elastic", "multi-resource", "ps"},
-    "tetris": {"elastic", "multi-resource", "ps"},
-    "fifo": {"multi-resource", "ps"},
-    "sjf": {"multi-resource", "ps"},
-    "srtf": {"multi-resource", "ps"},
-}
-
 
 @pytest.mark.parametrize("name", policies.names())
 def test_registered_policy_conforms(name):
     cls = policies.get(name)
-    check_policy(cls, tags=frozenset(cls.tags) | HANDLES.get(name, set()))
+    check_policy(cls)
 
 
 # ---------------------------------------------------------------------------- a correct reference
