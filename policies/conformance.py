@@ -432,6 +432,7 @@ class _Harness:
             work = st.spec.total_work
             if p > work * (1 + REL) + 1e-12:
                 raise _Violation("progress", f"job {jid!r} has done {p!r} iterations of {work!r} at t={now:g} s")
+            p = min(p, work)   # a completion time rounded in floating point lands a hair past the work
             last = self._progress.get(jid, 0.0)
             if p < last - REL * max(work, 1e-300):
                 raise _Violation("progress", f"job {jid!r}'s progress went back from {last!r} to {p!r} "

@@ -198,6 +198,7 @@ class JobState:
         """Bring progress and attained service up to ``now`` at the current rate."""
         dt = now - self.since
         if dt > 0:
-            self.progress += self.rate * dt
+            # a completion computed in floating point may land a hair past the work: never report more
+            self.progress = min(self.progress + self.rate * dt, self.spec.total_work)
             self.service += self.gpus * dt
             self.since = now

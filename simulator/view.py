@@ -209,7 +209,7 @@ class JobView:
     @property
     def iterations_done(self) -> float:
         s = self._state
-        return s.progress + s.rate * (self._obs.now - s.since)
+        return min(s.progress + s.rate * (self._obs.now - s.since), s.spec.total_work)
 
     @property
     def first_start(self) -> float | None:
