@@ -32,7 +32,7 @@ def _header(path: Path) -> list[str]:
 
 def _rows(path: Path, bad: BadRows):
     """Rows under our column names, from either header."""
-    if "submission_time" in _header(path):
+    if "submit_time" not in _header(path):   # ours; a missing column is named in our spelling
         yield from rows(path, COLUMNS, bad=bad)
         return
     want = tuple({v: k for k, v in NATIVE.items()}.get(c, c) for c in COLUMNS)
