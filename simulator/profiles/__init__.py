@@ -67,6 +67,7 @@ class Profile:
     source: str = ""
     by_type: dict = field(default_factory=dict)        # gpu type (lower case) -> Profile with that type's speed
     app: object = None                                 # goodput.Application (speed kind goodput)
+    _aware: bool | None = None                         # placement_aware, once known
 
     def for_type(self, gpu_type: str | None) -> "Profile":
         """The profile whose speed applies on ``gpu_type`` nodes: its own entry, else ``speed``."""
@@ -81,9 +82,12 @@ class Profile:
 
     @property
     def placement_aware(self) -> bool:
-        """Whether a speed of this profile depends on the tasks per node, not only the node count."""
-        return any(getattr(SPEED_KINDS.get(p.speed_kind).obj, "placement_aware", False)
-                   for p in (self, *self.by_type.values()) if p.speed_kind)
+        """Whether a speed of this profile depends on the tasks per node, not only the node count
+        (worked out once: the engine asks at every rate change)."""
+        if self._aware is None:
+            self._aware = any(getattr(SPEED_KINDS.get(p.speed_kind).obj, "placement_aware", False)
+                              for p in (self, *self.by_type.values()) if p.speed_kind)
+        return self._aware
 
     def goodput_app(self):
         """The Pollux application that gives this model's statistical efficiency, if any: it
@@ -236,7 +240,7 @@ def _build(name: str, raw: dict, built: dict, chain: tuple) -> Profile:
     if speed["kind"] is not None:
         SPEED_KINDS.get(speed["kind"]).obj.build(prof, speed, raw, built, chain + (name,), where)
     for gpu_type, sp in (by_type or {}).items():
-        sub = replace(prof, speed_kind=sp["kind"], model=None, tables={}, by_type={}, app=None)
+        sub = replace(prof, speed_kind=sp["kind"], model=None, tables={}, by_type={}, app=None, _aware=None)
         SPEED_KINDS.get(sp["kind"]).obj.build(sub, sp, raw, built, chain + (name,), f"{where} speed_by_type.{gpu_type}")
         prof.by_type[str(gpu_type).lower()] = sub
     built[name] = prof
