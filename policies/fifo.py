@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections import deque
 
 from clustersim.policies.base import Decision, Policy, View, register
-from clustersim.policies.placement import PlacementName, strategy
+from clustersim.policies.placement import _NO_NODES, PlacementName, strategy
 from clustersim.simulator.cluster import EPS
 
 
@@ -20,11 +20,13 @@ class Fifo(Policy):
     tags = frozenset({"multi-resource", "ps"})
 
     def __init__(self, placement: PlacementName = "first_fit", backfill: bool = False):
-        self.place = strategy(placement)
+        self.placement = placement
+        self.place = strategy(placement, _NO_NODES)   # checks the name; bound to the cluster at reset
         self.backfill = backfill
         self.queue: deque = deque()
 
     def reset(self, view: View) -> None:
+        self.place = strategy(self.placement, view.cluster.capacity)
         self.queue.clear()
 
     def decide(self, view: View) -> Decision:

@@ -18,6 +18,14 @@ strategy is deterministic.
 - ``align``: nodes whose free resources align best with the task's demand first (the dot
   product of demand and free, each resource scaled by the most any node has free): Tetris's
   packing (Grandl et al., SIGCOMM'14, §3.2).
+- ``most_free``: nodes with the most room first, each filled as far as it goes: the Pollux
+  simulator's Tiresias (petuum/adaptdl osdi21-artifact, ``simulator/tiresias.py``:
+  ``free_gpus.most_common(1)`` until the job is placed).
+- ``whole_node``: YARN-style (the Tiresias and ElasticFlow simulators' ``yarn`` scheme): a role
+  that fits on one node goes whole on the first node that takes it, never split; a larger role
+  takes whole free nodes (every task slot of the node free) and its remainder on one node.
+  It needs the cluster's capacity to know which nodes are whole: ``strategy("whole_node",
+  capacity)``; policies pass it at reset.
 """
 
 from __future__ import annotations
@@ -114,22 +122,64 @@ def _per_role(place_role) -> Placement:
     return place
 
 
+def _most_free_role(free, role, count) -> dict[int, int] | None:
+    fit = tasks_per_node(free, role.demand)
+    return _fill(free, role, count, fit, np.argsort(-fit, kind="stable"))
+
+
+def whole_node(capacity: np.ndarray) -> Placement:
+    """The YARN-style strategy on a cluster of ``capacity`` (see the module docstring)."""
+    capacity = np.asarray(capacity, dtype=np.float64)
+
+    def _whole_node_role(free, role, count) -> dict[int, int] | None:
+        fit = tasks_per_node(free, role.demand)
+        one = np.flatnonzero(fit >= count)
+        if len(one):
+            return _take(free, role, {int(one[0]): count})
+        slots = tasks_per_node(capacity, role.demand)
+        whole = np.flatnonzero((fit == slots) & (slots > 0))     # nodes this role would have all of
+        placed, need = {}, count
+        for node in whole:
+            if need == 0 or need < slots[node]:
+                break
+            placed[int(node)] = int(slots[node])
+            need -= int(slots[node])
+        if need:   # the remainder on one node (lowest index) that takes it, not already used
+            rest = [int(n) for n in np.flatnonzero(fit >= need) if int(n) not in placed]
+            if not rest:
+                return None
+            placed[rest[0]] = need
+        return _take(free, role, dict(sorted(placed.items())))
+
+    _whole_node_role.__name__ = "_whole_node_role"
+    return _per_role(_whole_node_role)
+
+
 first_fit = _per_role(_first_fit_role)
+most_free = _per_role(_most_free_role)
 consolidate = _per_role(_consolidate_role)
 spread = _per_role(_spread_role)
 best_fit = _per_role(_best_fit_role)
 align = _per_role(_align_role)
 
 STRATEGIES: dict[str, Placement] = {"first_fit": first_fit, "consolidate": consolidate, "spread": spread,
-                                    "best_fit": best_fit, "align": align}
+                                    "best_fit": best_fit, "align": align, "most_free": most_free,
+                                    "whole_node": whole_node}
+NEEDS_CAPACITY = {"whole_node"}
+_NO_NODES = np.zeros((0, 3))      # a stand-in capacity to check a name before the cluster is known   # strategies made for one cluster: STRATEGIES holds their factory
 
 
-PlacementName = Literal["first_fit", "best_fit", "consolidate", "spread", "align"]
+PlacementName = Literal["first_fit", "best_fit", "consolidate", "spread", "align", "most_free", "whole_node"]
 
 
-def strategy(name: str) -> Placement:
+def strategy(name: str, capacity: np.ndarray | None = None) -> Placement:
+    """The strategy called ``name``; ``whole_node`` needs the cluster's ``capacity``."""
     if name not in STRATEGIES:
         raise KeyError(f"unknown placement {name!r}; known: {', '.join(sorted(STRATEGIES))}")
+    if name in NEEDS_CAPACITY:
+        if capacity is None:
+            raise ValueError(f"placement {name!r} needs the cluster's capacity: this policy does not support it")
+        return STRATEGIES[name](capacity)
     return STRATEGIES[name]
 
 

@@ -14,6 +14,15 @@ newly arrived or demoted job to the back. With ``gittins`` the order is instead 
 index of the job's attained service under a GPU-time distribution (§3.2, Discretized
 2D-Gittins; the simulator's ``dlas-gpu-gittins``), highest first.
 
+``queue_order`` chooses the order inside a FIFO queue, where peers differ (docs/policies/tiresias.md):
+``clustersim`` (default, above); ``tiresias``, the Tiresias simulator exactly: a job demoted and
+preempted in the same decision stays where the demotion put it, at the back of the waiting part
+(``dlas_sim_jobs`` appends a demoted job to the next queue, then moves pending jobs behind
+running ones keeping their order); ``pollux``, the Pollux simulator's Tiresias (petuum/adaptdl
+osdi21-artifact ``simulator/tiresias.py``): a queue is a list in the order jobs entered it
+(arrival, demotion, promotion) with no running part, so a job that entered earlier and waits
+preempts a later one that runs.
+
 ``starvation_knob`` K promotes a waiting job back to Q0 once it has waited K times as long as
 it ran since its last promotion (§3.2, PROMOTEKNOB; the simulator's ``solve_starvation``; 0 =
 off as in its plain ``dlas-gpu``). Models whose tensor sizes are skewed must be consolidated
@@ -23,6 +32,7 @@ on the fewest nodes (§3.3, placement); the others take the configured placement
 from __future__ import annotations
 
 import heapq
+from typing import Literal
 from bisect import bisect_left, bisect_right, insort
 
 import numpy as np
@@ -30,7 +40,7 @@ import numpy as np
 from clustersim.policies.admission import GpuSizes, admit, budget
 from clustersim.policies.base import Decision, JobView, Policy, View, register
 from clustersim.simulator.params import NonNegative, Positive
-from clustersim.policies.placement import PlacementName, consolidate, keep_in_place, min_nodes, release, strategy
+from clustersim.policies.placement import _NO_NODES, PlacementName, consolidate, keep_in_place, min_nodes, release, strategy
 from clustersim.simulator.job import nodes_of
 
 EPS = 1e-6  # seconds: a threshold reached within a microsecond counts as reached
@@ -38,7 +48,7 @@ EPS = 1e-6  # seconds: a threshold reached within a microsecond counts as reache
 
 class _Job:
     __slots__ = ("view", "demand", "counts", "queue", "key", "offset", "running", "pend_since", "waited",
-                 "version", "consolidate", "mark")
+                 "version", "consolidate", "mark", "jumped")
 
     def __init__(self, view: JobView, consolidate: bool):
         self.view = view
@@ -53,6 +63,7 @@ class _Job:
         self.version = 0
         self.consolidate = consolidate
         self.mark = -1           # the plan that admitted it last
+        self.jumped = -1         # the plan right after its last demotion
 
     @property
     def service(self) -> float:
@@ -70,7 +81,8 @@ class Tiresias(Policy):
     def __init__(self, thresholds: list[Positive] = (3250.0, 7200.0), starvation_knob: NonNegative = 0.0,
                  gittins: bool = False, gittins_distribution: str = "bundled:tiresias/yarn-gput1000.csv",
                  gittins_delta: Positive = 3250.0, placement: PlacementName = "first_fit",
-                 consolidate_models: list[str] = ("vgg11", "vgg16", "vgg19", "alexnet")):
+                 consolidate_models: list[str] = ("vgg11", "vgg16", "vgg19", "alexnet"),
+                 queue_order: Literal["clustersim", "tiresias", "pollux"] = "clustersim"):
         self.thresholds = [float(t) for t in thresholds]
         if any(b <= a for a, b in zip(self.thresholds, self.thresholds[1:])) or any(t <= 0 for t in self.thresholds):
             raise ValueError(f"tiresias: thresholds must be positive and increasing, got {list(thresholds)}")
@@ -78,10 +90,15 @@ class Tiresias(Policy):
             raise ValueError(f"tiresias: starvation_knob must be >= 0, got {starvation_knob}")
         self.knob = float(starvation_knob)
         self.gittins = GittinsIndex.from_file(gittins_distribution, gittins_delta) if gittins else None
-        self.place = strategy(placement)
+        self.placement = placement
+        self.place = strategy(placement, _NO_NODES)   # checks the name; bound to the cluster at reset
         self.consolidate_models = {m.lower() for m in consolidate_models}
+        if gittins and queue_order != "clustersim":
+            raise ValueError("tiresias: queue_order orders the FIFO queues; with gittins: true leave it 'clustersim'")
+        self.queue_order = queue_order
 
     def reset(self, view: View) -> None:
+        self.place = strategy(self.placement, view.cluster.capacity)
         self.jobs: dict[str, _Job] = {}
         self.queues: list[list] = [[] for _ in range(len(self.thresholds) + 1)]
         self.running: list[dict[str, _Job]] = [{} for _ in self.queues]  # running jobs, per queue
@@ -143,7 +160,7 @@ class Tiresias(Policy):
         allocations.update((j.view.job_id, a) for j, a in started)
         self._started([j for j, _ in started], view.now)
         self._preempted(stops, view.now)
-        if self.gittins is None:  # jobs that run now join the running part, in scan order
+        if self.gittins is None and self.queue_order != "pollux":  # running jobs join the running part, in scan order
             for job in admitted:
                 if job.running and job.key[0] == 1:
                     self._rekey(job, (0, self._count()))
@@ -207,7 +224,8 @@ class Tiresias(Policy):
             job.pend_since = now
             job.version += 1
             del self.running[job.queue][job.view.job_id]
-            if self.gittins is None:
+            if self.gittins is None and self.queue_order == "clustersim" or (
+                    self.queue_order == "tiresias" and job.jumped != self.plan):
                 self._rekey(job, (1, self.front + i))
             self._push_promotion(job, now)
 
@@ -221,6 +239,7 @@ class Tiresias(Policy):
             if q > job.queue:
                 self._remove(job)
                 self._enqueue(job, q, self._tail())
+                job.jumped = self.plan + 1
                 moved = True
             job.version += 1
             self._push_demotion(job, now)

@@ -36,6 +36,8 @@ class Recorder:
         self.states: list[JobState] = []
         self.unfinished: list[dict] = []
         self.end_time = 0.0
+        self._seg: dict = {}        # job -> (since, {gpu type: GPUs held}) of its current allocation
+        self._by_type: dict = {}    # job -> {gpu type: GPU-seconds} of its past allocations
 
     # --- during the run (hot path: appends only)
     def sample(self, now: float, running: int, pending: int) -> None:
@@ -56,6 +58,24 @@ class Recorder:
         e["gpus_before"].append(st.gpus if gpus_before is None else gpus_before)
         e["gpus_after"].append(st.gpus)
         e["overhead_s"].append(lost)
+        self._typed_segment(now, st, kind)
+
+    def _typed_segment(self, now: float, st: JobState, kind: str) -> None:
+        """GPU-seconds per GPU type: close the job's last allocation at ``now``, open its new one."""
+        seg = self._seg
+        job = st.spec.job_id
+        since, held = seg.pop(job, (now, {}))
+        acc = self._by_type.setdefault(job, {})
+        for t, g in held.items():
+            acc[t] = acc.get(t, 0.0) + g * (now - since)
+        if kind != "finish" and st.allocation:
+            held = {}
+            for role, nodes in st.allocation.items():
+                g = st.spec.role(role).gpu
+                for node, count in nodes.items():
+                    t = self.cluster.gpu_type[node]
+                    held[t] = held.get(t, 0.0) + g * count
+            seg[job] = (now, held)
 
     def node(self, now: float, node: int, up: bool) -> None:
         self._nodes["time"].append(now)
@@ -105,7 +125,51 @@ class Recorder:
             "overhead_s": pa.array(col(lambda s: s.overhead_s), pa.float64()),
             "overhead_gpu_s": pa.array(col(lambda s: s.overhead_gpu_s), pa.float64()),
             "status": pa.array(col(lambda s: s.status.value), pa.string()),
+            **self.peer_columns(rows),
         })
+
+    def by_type(self, st: JobState) -> dict[str, float]:
+        """GPU-seconds a job held on each GPU type (allocations only, up to the end of the run)."""
+        acc = dict(self._by_type.get(st.spec.job_id, {}))
+        since, held = self._seg.get(st.spec.job_id, (self.end_time, {}))
+        for t, g in held.items():
+            acc[t] = acc.get(t, 0.0) + g * max(self.end_time - since, 0.0)
+        return acc
+
+    def peer_columns(self, rows: list[JobState]) -> dict:
+        """Deadlines (absolute s: met, slack = deadline - end) and the GPU types a job ran on."""
+        dl = [s.spec.deadline for s in rows]
+        end = [s.end_time for s in rows]
+        return {
+            "deadline": pa.array(dl, pa.float64()),
+            "deadline_met": pa.array([None if d is None else (e is not None and e <= d + 1e-9)
+                                      for d, e in zip(dl, end)], pa.bool_()),
+            "deadline_slack": pa.array([None if d is None or e is None else d - e for d, e in zip(dl, end)],
+                                       pa.float64()),
+            "gpu_types": pa.array(["+".join(sorted(t for t, v in self.by_type(s).items() if v > 0)) or None
+                                   for s in rows], pa.string()),
+        }
+
+    def peer_summary(self, start: float, end: float) -> dict:
+        """The deadline-satisfactory ratio (ElasticFlow §6: jobs with a deadline that finish by
+        it, over jobs with a deadline; unfinished jobs miss) and GPU use per GPU type."""
+        with_dl = [s for s in self.states if s.spec.deadline is not None]
+        met = sum(1 for s in with_dl if s.end_time is not None and s.end_time <= s.spec.deadline + 1e-9)
+        used: dict[str, float] = {}
+        for s in self.states:
+            for t, v in self.by_type(s).items():
+                used[t] = used.get(t, 0.0) + v
+        cap: dict[str, float] = {}
+        for t, g in zip(self.cluster.gpu_type, self.cluster.capacity[:, 0]):
+            cap[t] = cap.get(t, 0.0) + float(g)
+        span = end - start
+        return {
+            "jobs_with_deadline": len(with_dl),
+            "deadline_ratio": met / len(with_dl) if with_dl else None,
+            "gpu_seconds_by_type": {t: used.get(t, 0.0) for t in sorted(cap)},
+            "gpu_util_by_type": {t: (used.get(t, 0.0) / (cap[t] * span) if cap[t] > 0 and span > 0 else None)
+                                 for t in sorted(cap)},
+        }
 
     def timeline(self) -> pa.Table:
         used = np.array(self._used, dtype=np.float64).reshape(-1, 3)
@@ -157,6 +221,7 @@ class Recorder:
             "overhead_s": sum(s.overhead_s for s in self.states),
             "overhead_gpu_s": sum(s.overhead_gpu_s for s in self.states),
             "sim_end_time": self.end_time,
+            **self.peer_summary(start, end),
             "unfinished_jobs": self.unfinished[:UNFINISHED_LISTED],
         }
 

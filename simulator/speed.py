@@ -288,9 +288,12 @@ class ProfileSpeed:
     """The engine's speed model: each job runs at its profile's rate (``spec.profile``).
 
     A GPU profile sees (worker tasks, nodes spanned, batch); a PS profile sees (PS tasks,
-    worker tasks) and, for DLRover-RM models, the CPU granted to each task. Rates are cached
-    per (profile, batch, roles, task counts, nodes spanned, CPU grants), so the hot path is one
-    dict lookup.
+    worker tasks) and, for DLRover-RM models, the CPU granted to each task. The GPU type of the
+    nodes chooses the profile's speed for that type (``speed_by_type``); a job spanning types
+    runs at its slowest type's rate (synchronous training waits for the slowest worker). A
+    placement-aware speed (Pollux's goodput kind) also sees the tasks per node. Rates are cached
+    per (profile, batch, roles, task counts, nodes spanned, CPU grants, GPU types, tasks per
+    node where they matter), so the hot path is one dict lookup.
     """
 
     def __init__(self, zoo):
@@ -300,9 +303,24 @@ class ProfileSpeed:
     def rate(self, spec: JobSpec, alloc: Allocation, cluster=None) -> float:
         counts = task_counts(alloc)
         cpus = {r: t.cpu for r, t in alloc.items() if getattr(t, "cpu", None) is not None}
-        key = (spec.profile, spec.batch_size, spec.roles, tuple(sorted(counts.items())), len(nodes_of(alloc)),
-               tuple(sorted(cpus.items())))
+        prof = self.zoo.profile(spec.profile)
+        nodes = nodes_of(alloc)
+        types = gpu_types(nodes, cluster) if prof.by_type else ()
+        shape = ()
+        if prof.placement_aware:
+            placed = alloc.get(scaling_role(spec), {})
+            shape = tuple(placed[n] for n in sorted(placed) if placed[n])
+        key = (spec.profile, spec.batch_size, spec.roles, tuple(sorted(counts.items())), len(nodes),
+               tuple(sorted(cpus.items())), types, shape)
         r = self._cache.get(key)
         if r is None:
-            r = self._cache[key] = self.zoo.profile(spec.profile).rate(spec, counts, key[4], cpus)
+            r = self._cache[key] = min(prof.rate(spec, counts, key[4], cpus, t, shape) for t in types or (None,))
         return r
+
+
+def gpu_types(nodes, cluster) -> tuple[str, ...]:
+    """The GPU types of ``nodes`` (sorted, distinct); notional nodes beyond the cluster add none."""
+    if cluster is None:
+        return ()
+    kinds = cluster.gpu_type
+    return tuple(sorted({kinds[n] for n in nodes if n < len(kinds)}))

@@ -159,9 +159,21 @@ def _with_profile(spec: JobSpec, a: Assignment, rng, cluster, rates: dict, where
                          f"{spec.requested_counts()}")
     if spec.duration is not None:
         return replace(spec, total_work=spec.duration * rate)
+    if spec.total_work == 0 and prof.goodput_app() is not None:
+        spec = replace(spec, total_work=_to_target(prof, spec, where))
     if spec.total_work > 0:
         return replace(spec, duration=spec.total_work / rate)
     return spec   # convergence-driven: its loss curve sizes it (simulator.convergence.assign_curves)
+
+
+def _to_target(prof, spec: JobSpec, where: str) -> float:
+    """Statistical efficiency: the iterations a job at its batch needs to reach its model's
+    target (Pollux's examples to ``max_epochs`` epochs of progress, simulator/goodput.py), so a
+    larger batch needs more examples, as the model's gradient statistics say."""
+    try:
+        return prof.goodput_app().iterations_to_target(prof.batch(spec))
+    except ValueError as e:
+        raise TraceError(f"{where}: {e}") from None
 
 
 def packed(spec: JobSpec, cluster) -> dict:

@@ -3,7 +3,10 @@
 Raw form ``job_id,submission_time,duration,num_gpu`` (ten Microsoft ITP clusters) and the
 ElasticFlow form, which adds ``num_iteration,model_name,deadline,batch_size``. Seconds
 relative to the trace start, GPUs; rows sorted by submission time. The tenant is the file's
-stem (``cluster01``…), so that several clusters can be concatenated. See docs/traces/elasticflow.md.
+stem (``cluster01``…), so that several clusters can be concatenated. The ElasticFlow
+simulator's own files (pkusys/ElasticFlow ``traces_for_ElasticFlow/*.csv``) name the same
+columns ``job_id,submit_time,iteration,model_name,ddl,batch_size,num_gpu,duration`` and are read
+unchanged. See docs/traces/elasticflow.md.
 """
 
 from __future__ import annotations
@@ -17,6 +20,24 @@ from clustersim.traces.schema import gpu_worker_role
 
 COLUMNS = ("job_id", "submission_time", "duration", "num_gpu")
 EXTRA = ("num_iteration", "model_name", "deadline", "batch_size")
+# the ElasticFlow simulator's names (its jobs.py add_job reads both spellings) -> ours
+NATIVE = {"submit_time": "submission_time", "iteration": "num_iteration", "ddl": "deadline"}
+
+
+def _header(path: Path) -> list[str]:
+    from clustersim.traces.csvrows import open_text
+    with open_text(path) as f:
+        return [h.strip() for h in f.readline().split(",")]
+
+
+def _rows(path: Path, bad: BadRows):
+    """Rows under our column names, from either header."""
+    if "submit_time" not in _header(path):   # ours; a missing column is named in our spelling
+        yield from rows(path, COLUMNS, bad=bad)
+        return
+    want = tuple({v: k for k, v in NATIVE.items()}.get(c, c) for c in COLUMNS)
+    for line, r in rows(path, want, bad=bad):
+        yield line, {NATIVE.get(k, k): v for k, v in r.items()}
 
 
 @register("elasticflow")
@@ -25,7 +46,7 @@ def read(path: Path, *, bad: BadRows, cpu_per_gpu: float = 0.0, mem_per_gpu: flo
     order = Ordered(path, "submission_time")
     tenant = path.stem
     extended = None
-    for line, r in rows(path, COLUMNS, bad=bad):
+    for line, r in _rows(path, bad):
         if extended is None:
             extended = all(c in r for c in EXTRA)
         with jobs.row(line, r):

@@ -6,6 +6,9 @@ application (cifar10, ncf, deepspeech2, bert, imagenet, yolov3…), the initial 
 the initial global batch size. There is no duration: the Pollux simulator runs each job for
 its application's fixed number of epochs (``simulator/applications.py``), so the work is
 the iterations that takes at the job's batch size, and the model zoo turns it into time.
+A directory (such as the Pollux simulator's ``workloads/``) is read as one trace set: every
+``*.csv`` in it, in name order, each file's jobs with the file's stem as tenant and
+``<stem>/<name>`` as job id (names repeat across workloads); the ``tenants`` transform picks one.
 See docs/traces/pollux.md.
 """
 
@@ -37,15 +40,27 @@ def read(path: Path, *, bad: BadRows, cpu_per_gpu: float = 0.0, mem_per_gpu: flo
     """``epochs: pollux`` sizes each job as the Pollux simulator does; ``none`` leaves its work null."""
     if epochs not in ("pollux", "none"):
         raise TraceError(f"{path}: option epochs must be 'pollux' or 'none', got {epochs!r}")
+    if path.is_dir():
+        files = sorted(path.glob("*.csv"))
+        if not files:
+            raise TraceError(f"{path}: a Pollux workload directory needs *.csv files")
+        import pyarrow as pa
+        return pa.concat_tables([_read_file(f, bad, cpu_per_gpu, mem_per_gpu, epochs, f.stem) for f in files])
+    return _read_file(path, bad, cpu_per_gpu, mem_per_gpu, epochs, None)
+
+
+def _read_file(path: Path, bad: BadRows, cpu_per_gpu, mem_per_gpu, epochs, tenant):
     jobs = Jobs(path, bad)
     for line, r in rows(path, COLUMNS, bad=bad):
         with jobs.row(line, r):
             gpus = number(path, line, "num_replicas", r["num_replicas"], positive=True, integer=True)
             app = text(path, line, "application", r["application"])
             batch = int(number(path, line, "batch_size", r["batch_size"], positive=True, integer=True))
-            jobs.add(text(path, line, "name", r["name"]), number(path, line, "time", r["time"], minimum=0),
+            name = text(path, line, "name", r["name"])
+            jobs.add(name if tenant is None else f"{tenant}/{name}", number(path, line, "time", r["time"], minimum=0),
                      [gpu_worker_role(gpus, cpu_per_gpu, mem_per_gpu)], model=MODEL.get(app, app),
-                     batch_size=batch, iterations=_iterations(path, line, app, batch) if epochs == "pollux" else None)
+                     batch_size=batch, iterations=_iterations(path, line, app, batch) if epochs == "pollux" else None,
+                     **({} if tenant is None else {"tenant": tenant}))
     return jobs.table()
 
 

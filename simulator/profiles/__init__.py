@@ -4,13 +4,18 @@ A profile gives a model's family (``gpu``: data-parallel all-reduce; ``ps``: par
 servers), default global batch, speed model, per-task demands, reconfiguration costs and
 convergence curve. Every number in the YAML files cites its source there; parametric speed
 models are fitted to the measured points at load time (docs/models/profiles.md).
+
+Speed per GPU type: ``speed`` is a model's speed on any GPU type, ``speed_by_type.<type>`` (same
+keys) its speed on nodes of that type (``cluster.groups[].gpu_type``, compared case-blind). A
+type the profile does not list runs at ``speed``; a profile with only ``speed_by_type`` on an
+unlisted type is an error naming the profile and the type.
 """
 
 from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import yaml
@@ -60,15 +65,52 @@ class Profile:
     gpus_per_node: int = 8                             # of the testbed a table was measured on
     dataset_size: float | None = None                  # samples per epoch (sizes convergence-driven jobs)
     source: str = ""
+    by_type: dict = field(default_factory=dict)        # gpu type (lower case) -> Profile with that type's speed
+    app: object = None                                 # goodput.Application (speed kind goodput)
+    _aware: bool | None = None                         # placement_aware, once known
+
+    def for_type(self, gpu_type: str | None) -> "Profile":
+        """The profile whose speed applies on ``gpu_type`` nodes: its own entry, else ``speed``."""
+        if gpu_type is not None and self.by_type:
+            sub = self.by_type.get(gpu_type.lower())
+            if sub is not None:
+                return sub
+        if self.speed_kind is None:
+            raise ProfileError(f"{self.source}: profile {self.name!r} has no speed for GPU type {gpu_type!r} "
+                               f"(speed_by_type lists {', '.join(sorted(self.by_type))}; add it or a `speed`)")
+        return self
+
+    @property
+    def placement_aware(self) -> bool:
+        """Whether a speed of this profile depends on the tasks per node, not only the node count
+        (worked out once: the engine asks at every rate change)."""
+        if self._aware is None:
+            self._aware = any(getattr(SPEED_KINDS.get(p.speed_kind).obj, "placement_aware", False)
+                              for p in (self, *self.by_type.values()) if p.speed_kind)
+        return self._aware
+
+    def goodput_app(self):
+        """The Pollux application that gives this model's statistical efficiency, if any: it
+        belongs to the model and batch, not to the GPU type."""
+        for p in (self, *self.by_type.values()):
+            if p.app is not None:
+                return p.app
+        return None
 
     def batch(self, spec: JobSpec) -> float:
         """The job's global batch: the trace's, else the profile's."""
         return float(spec.batch_size or self.batch_size)
 
-    def rate(self, spec: JobSpec, counts: dict[str, int], nodes: int, cpus: dict[str, float] | None = None) -> float:
-        """Iterations/s with ``counts`` tasks per role spread over ``nodes`` nodes, each task of a
-        role granted ``cpus[role]`` cores (default: the job's request, else the profile's)."""
-        return SPEED_KINDS.get(self.speed_kind).obj.rate(self, spec, counts, nodes, cpus or {})
+    def rate(self, spec: JobSpec, counts: dict[str, int], nodes: int, cpus: dict[str, float] | None = None,
+             gpu_type: str | None = None, shape: tuple[int, ...] = ()) -> float:
+        """Iterations/s with ``counts`` tasks per role spread over ``nodes`` nodes of ``gpu_type``,
+        each task of a role granted ``cpus[role]`` cores (default: the job's request, else the
+        profile's); ``shape`` is the scaling role's tasks per node, for placement-aware kinds."""
+        prof = self.for_type(gpu_type)
+        kind = SPEED_KINDS.get(prof.speed_kind).obj
+        if getattr(kind, "placement_aware", False):
+            return kind.rate(prof, spec, counts, nodes, cpus or {}, shape=shape)
+        return kind.rate(prof, spec, counts, nodes, cpus or {})
 
     def table_samples(self) -> list[tuple[tuple, float]]:
         """The measured GPU-table points as all-reduce samples ((GPUs, nodes packed, batch), it/s)."""
@@ -174,8 +216,16 @@ def _build(name: str, raw: dict, built: dict, chain: tuple) -> Profile:
     if not isinstance(batch, (int, float)) or batch <= 0:
         raise ProfileError(f"{where}: batch_size must be a number > 0, got {batch!r}")
     speed = body.get("speed")
-    if not isinstance(speed, dict) or speed.get("kind") not in SPEED_KINDS.names():
-        raise ProfileError(f"{where}: speed.kind must be one of {', '.join(SPEED_KINDS.names())}")
+    by_type = body.get("speed_by_type")
+    if by_type is not None and (not isinstance(by_type, dict) or not by_type):
+        raise ProfileError(f"{where}: speed_by_type must map GPU types to speeds")
+    if speed is None and by_type:
+        speed = {"kind": None}
+    for key, sp in (("speed", speed), *((f"speed_by_type.{t}", v) for t, v in (by_type or {}).items())):
+        if key == "speed" and sp == {"kind": None}:
+            continue   # speed per type only
+        if not isinstance(sp, dict) or sp.get("kind") not in SPEED_KINDS.names():
+            raise ProfileError(f"{where}: {key}.kind must be one of {', '.join(SPEED_KINDS.names())}")
     try:
         costs = ModelCosts.from_dict(body.get("overhead"), where)
     except ValueError as e:
@@ -187,7 +237,12 @@ def _build(name: str, raw: dict, built: dict, chain: tuple) -> Profile:
                    tasks=body.get("tasks") or {}, convergence=_convergence(body.get("convergence"), where),
                    aliases=tuple(body.get("aliases") or ()), dataset_size=None if dataset is None else float(dataset),
                    source=str(path.name))
-    SPEED_KINDS.get(speed["kind"]).obj.build(prof, speed, raw, built, chain + (name,), where)
+    if speed["kind"] is not None:
+        SPEED_KINDS.get(speed["kind"]).obj.build(prof, speed, raw, built, chain + (name,), where)
+    for gpu_type, sp in (by_type or {}).items():
+        sub = replace(prof, speed_kind=sp["kind"], model=None, tables={}, by_type={}, app=None, _aware=None)
+        SPEED_KINDS.get(sp["kind"]).obj.build(sub, sp, raw, built, chain + (name,), f"{where} speed_by_type.{gpu_type}")
+        prof.by_type[str(gpu_type).lower()] = sub
     built[name] = prof
     return prof
 
@@ -256,6 +311,47 @@ class _DLRoverKind:
         if p == 0 or w == 0:
             return 0.0
         return float(prof.model.predict((w, p, prof.cpu(spec, "worker", cpus), prof.cpu(spec, "ps", cpus)))[0])
+
+
+@SPEED_KINDS.register("goodput")
+class _GoodputKind:
+    """Pollux's throughput model on a Pollux application directory (simulator/goodput.py):
+    ``data`` (the directory), ``max_epochs`` (the Pollux simulator's epochs of the application),
+    optional ``max_local_bsz`` and ``perf`` (the fitted parameters; fitted at load without it).
+    Iterations/s at the job's global batch on its placement; the application's gradient
+    statistics size jobs without a duration (examples to the target, simulator/workload.py)."""
+
+    placement_aware = True
+
+    @staticmethod
+    def build(prof, speed, raw, built, chain, where):
+        from clustersim.simulator import goodput
+        from clustersim.traces import resolve
+        if prof.family != "gpu":
+            raise ProfileError(f"{where}: speed.kind goodput is for gpu profiles")
+        try:
+            perf = speed.get("perf")
+            prof.app = goodput.application(str(resolve(speed["data"])), int(speed["max_epochs"]),
+                                            speed.get("max_local_bsz"), tuple(perf) if perf else None)
+        except KeyError as e:
+            raise ProfileError(f"{where}: speed.kind goodput needs {e.args[0]}") from None
+        except (ValueError, TypeError) as e:
+            raise ProfileError(f"{where}: {e}") from None
+        prof.gpus_per_node = int(speed.get("gpus_per_node", 4))
+
+    @staticmethod
+    def rate(prof, spec, counts, nodes, cpus, shape=()):
+        n = counts.get(scaling_role(spec), 0)
+        if n == 0:
+            return 0.0
+        per_node = list(shape) if shape and sum(shape) == n else _packed_shape(n, nodes)
+        return 1.0 / prof.app.iteration_time(per_node, prof.batch(spec))
+
+
+def _packed_shape(n: int, nodes: int) -> list[int]:
+    """``n`` tasks spread as evenly as possible over ``nodes`` nodes (no per-node layout known)."""
+    nodes = max(1, min(nodes, n))
+    return [n // nodes + (1 if i < n % nodes else 0) for i in range(nodes)]
 
 
 def _convergence(c, where) -> dict | None:

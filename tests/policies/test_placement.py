@@ -15,7 +15,7 @@ def free(*gpus, cpu=32.0, mem=256.0):
 
 
 def place(name, f, n, roles=(WORKER,), **counts):
-    return strategy(name)(f, roles, counts or {"worker": n})
+    return strategy(name, f.copy())(f, roles, counts or {"worker": n})
 
 
 def test_first_fit_fills_nodes_in_index_order():

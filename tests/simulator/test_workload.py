@@ -123,9 +123,10 @@ def test_jobs_without_duration_or_iterations_are_sized_by_their_loss_curve():
 
 
 def test_a_job_without_size_needs_a_profile_with_a_dataset_size():
-    table = build_table({"job_id": ["a"], "submit_time": [0.0], "model": ["bert"],
+    # gpt2 has neither a dataset size nor Pollux gradient statistics (bert has the latter now)
+    table = build_table({"job_id": ["a"], "submit_time": [0.0], "model": ["gpt2"],
                          "roles": [[Role("worker", 1, 1.0)]]})
-    with pytest.raises(TraceError, match=r"t: row 0 \(job 'a'\): no duration or iterations, and profile 'bert' "
+    with pytest.raises(TraceError, match=r"t: row 0 \(job 'a'\): no duration or iterations, and profile 'gpt2' "
                                          "has no dataset_size"):
         build_jobs(table, "t", ASSIGN)
 
