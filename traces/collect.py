@@ -109,7 +109,9 @@ class Jobs:
         if job_id in self._seen:
             first = self._seen[job_id]
             raise TraceError(f"{where}: duplicate job_id (first seen at line {first})", field="job_id")
-        check_job(where, submit_time, duration, iterations, status, [self._role_row(r) for r in roles])
+        check_job(where, submit_time, duration, iterations, status, [self._role_row(r) for r in roles],
+                  start_time=start_time,
+                  deadline=optional.get("deadline"))
         if start_time is not None and start_time + 1e-9 < submit_time:
             raise TraceError(f"{where}: times out of order: start {start_time:g} s before submission "
                              f"{submit_time:g} s", field="start_time")
