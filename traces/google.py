@@ -25,7 +25,7 @@ from typing import Iterator
 
 from clustersim.traces import register
 from clustersim.traces.collect import BadRows, Jobs, check_never_ran
-from clustersim.traces.csvrows import Ordered, number, open_text, optional_number, rows
+from clustersim.traces.csvrows import Lines, Ordered, bad_text, number, open_text, optional_number, rows, text_error
 from clustersim.traces.schema import Role, TraceError
 
 WINDOW_OFFSET_S = 600.0  # event times count from 600 s before the window (schema docs 2011 and v3)
@@ -149,16 +149,21 @@ def _records(path: Path, required: tuple[str, ...], bad: BadRows) -> Iterator[tu
             yield line, r
         return
     with open_text(path) as f:
-        for line, text in enumerate(f, start=1):
+        for line, text in Lines(path, f).numbered():
             if not text.strip():
                 continue
             try:
+                if bad_text(text):
+                    raise text_error(path, line)
                 obj = json.loads(text)
                 if not isinstance(obj, dict):
                     raise ValueError("not a JSON object")
-            except ValueError as e:
-                bad.reject(TraceError(f"{path}: line {line}: malformed JSON line ({e})", line=line), str(path),
-                           text.strip(), line)
+            except TraceError as err:
+                bad.reject(err, str(path), text.strip(), line)
+                continue
+            except (ValueError, RecursionError) as e:
+                bad.reject(TraceError(f"{path}: line {line}: malformed JSON line ({str(e)[:200]})", line=line),
+                           str(path), text.strip(), line)
                 continue
             request = obj.pop("resource_request", None) or {}
             if isinstance(request, dict):
