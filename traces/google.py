@@ -197,8 +197,12 @@ def _seconds(raw: float) -> float | None:
 
 
 def _fold(events, v: Events, bad: BadRows, id_col, type_col, user_col, name_col, priority_col) -> dict[str, Job]:
-    """Jobs from their events: first submission, attempts (schedule -> terminal event), last status."""
-    jobs: dict[str, Job] = {}
+    """Jobs from their events, whatever order the files give them in: each job's events are
+    sorted by time (at one instant: SUBMIT, other events, SCHEDULE, then terminal events) and
+    folded into its first submission, attempts (schedule -> terminal event) and last status;
+    user, name and priority come from the earliest event that gives them (priority: the latest)."""
+    timelines: dict[str, list] = {}
+    first_line: dict[str, int] = {}
     for path, line, r in events:
         try:
             t = _seconds(_raw_time(path, line, r.get("time")))
@@ -217,11 +221,27 @@ def _fold(events, v: Events, bad: BadRows, id_col, type_col, user_col, name_col,
         if t is None:
             bad.drop("google: events after the trace window")
             continue
-        job = jobs.get(job_id)
-        if job is None:
-            job = jobs[job_id] = Job(first_line=line)
-        job.user = job.user or _text(r.get(user_col)) or None
-        job.name = job.name or _text(r.get(name_col)) or None
+        first_line.setdefault(job_id, line)
+        timelines.setdefault(job_id, []).append(
+            (t, _rank(v, kind), kind, priority, _text(r.get(user_col)), _text(r.get(name_col))))
+    return {job_id: _fold_job(sorted(timeline, key=lambda e: e[:3]), v, first_line[job_id])
+            for job_id, timeline in timelines.items()}
+
+
+def _rank(v: Events, kind: int) -> int:
+    """Order of events at one instant: a job is submitted, queued, scheduled, then ends."""
+    if kind == v.submit:
+        return 0
+    if kind == v.schedule:
+        return 2
+    return 3 if kind in v.terminal else 1
+
+
+def _fold_job(timeline: list[tuple], v: Events, first_line: int) -> Job:
+    job = Job(first_line=first_line)
+    for t, _, kind, priority, user, name in timeline:
+        job.user = job.user or user or None
+        job.name = job.name or name or None
         if priority is not None:
             job.priority = int(priority)
         running = bool(job.attempts) and job.attempts[-1][1] is None
@@ -233,7 +253,7 @@ def _fold(events, v: Events, bad: BadRows, id_col, type_col, user_col, name_col,
             if running:
                 job.attempts[-1][1] = t
             job.status = v.terminal[kind]
-    return jobs
+    return job
 
 
 def _sizes(events, bad: BadRows, id_col, index_col, cpu_col, mem_col, priority_col) -> dict[str, list]:
@@ -278,7 +298,8 @@ def _table(path: Path, folded: dict[str, Job], sizes: dict[str, list], v: Events
            machine_cpus: float, machine_mem_gb: float, never_ran: str):
     snapshot = max((t for j in folded.values() for a in j.attempts for t in a if t is not None), default=0.0)
     jobs = Jobs(path, bad)
-    for job_id, j in folded.items():
+    order = sorted(folded, key=lambda k: (folded[k].submit is None, folded[k].submit or 0.0, k))
+    for job_id, j in ((k, folded[k]) for k in order):  # by submission, then id: not by file order
         with jobs.row(j.first_line, job_id):
             if job_id not in sizes:
                 bad.drop("google: job without task/instance events (size unknown)")
