@@ -58,14 +58,14 @@ def run(cfg: DictConfig, run_dir: str | Path) -> tuple[dict, Recorder]:
     """Run the experiment ``cfg`` and write its outputs to ``run_dir``."""
     t0 = time.perf_counter()
     table, trace_report = load_trace(cfg.trace, cfg.get("seed", 0))
+    if trace_report.rejected:  # before anything else can fail: the rejects explain a failed run too
+        Path(run_dir).mkdir(parents=True, exist_ok=True)
+        atomic_write(Path(run_dir) / REJECTS_FILE, trace_report.write_rejects)
     engine = build_engine(cfg, table, trace_report)
     recorder = engine.run()
     wall = time.perf_counter() - t0
     meta = {"config": OmegaConf.to_container(cfg, resolve=True), "wall_time_s": wall,
             "jobs": len(engine.jobs), "nodes": engine.cluster.num_nodes, "trace": trace_report.as_dict()}
-    if trace_report.rejects:
-        Path(run_dir).mkdir(parents=True, exist_ok=True)
-        atomic_write(Path(run_dir) / REJECTS_FILE, trace_report.write_rejects)
     summary = recorder.write(run_dir, meta)
     return summary, recorder
 

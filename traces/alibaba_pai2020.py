@@ -34,6 +34,8 @@ TASK = ("job_name", "task_name", "inst_num", "status", "start_time", "end_time",
         "plan_gpu", "gpu_type")
 INSTANCE = ("job_name", "start_time")
 GROUP_TAG = ("inst_id", "group", "workload")
+TABLES = {"path": "pai_job_table", "task_table": "pai_task_table", "instance_table": "pai_instance_table",
+          "group_tag_table": "pai_group_tag_table"}  # input file option -> the table it holds
 
 
 @register("alibaba_pai2020", files=("task_table", "instance_table", "group_tag_table"))
@@ -89,11 +91,23 @@ def read(path: Path, *, bad: BadRows, task_table: Path | None = None, instance_t
     return jobs.table(rebase=True)
 
 
-def _header(csv_path: Path, table: str, required: tuple[str, ...]) -> list[str]:
-    """The table's columns: ``<stem>.header`` beside the CSV, else the bundled published header.
-    (``rows`` checks the columns of a header it reads itself, not of one it is given.)"""
+def companions(files: dict[str, Path]) -> dict[str, Path]:
+    """The header file each input table is read with, for the cache key: editing a header
+    changes the table."""
+    found = {f"{k}.header": _header_file(p, TABLES[k]) for k, p in files.items() if k in TABLES}
+    return {k: p for k, p in found.items() if p is not None}
+
+
+def _header_file(csv_path: Path, table: str) -> Path | None:
+    """``<stem>.header`` beside the CSV, else ``<table>.header`` beside it, else the bundled one."""
     places = (csv_path.with_suffix(".header"), csv_path.parent / f"{table}.header", BUNDLED_HEADERS / f"{table}.header")
-    found = next((p for p in places if p.exists()), None)
+    return next((p for p in places if p.is_file()), None)
+
+
+def _header(csv_path: Path, table: str, required: tuple[str, ...]) -> list[str]:
+    """The table's columns, from its header file (``_header_file``).
+    (``rows`` checks the columns of a header it reads itself, not of one it is given.)"""
+    found = _header_file(csv_path, table)
     if found is None:
         raise TraceError(f"{csv_path}: no header file for {table}")
     header = read_header(found)
