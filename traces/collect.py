@@ -109,6 +109,7 @@ def _raw_text(raw: object) -> str:
 
 OPTIONAL = ("tenant", "user", "model", "priority", "deadline", "batch_size", "gpu_type", "attempts", "num_nodes")
 _OPTIONAL = frozenset(OPTIONAL)
+INT32_FIELDS = ("priority", "batch_size", "num_nodes")
 JOB_FIELDS = ("job_id", "submit_time", "duration", "iterations", "roles", "status", "start_time") + OPTIONAL
 
 
@@ -152,6 +153,10 @@ class Jobs:
         if start_time is not None and start_time + 1e-9 < submit_time:
             raise TraceError(f"{where}: times out of order: start {start_time:g} s before submission "
                              f"{submit_time:g} s", field="start_time")
+        for k in INT32_FIELDS:
+            v = optional.get(k)
+            if v is not None and not -2**31 <= v < 2**31:
+                raise TraceError(f"{where}: field {k!r}: {v:g} is out of range for a 32-bit integer", field=k)
         self._seen[job_id] = self._line
         cols = self.cols
         cols["job_id"].append(job_id)

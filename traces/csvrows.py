@@ -38,11 +38,12 @@ def rows(path: Path, required: tuple[str, ...], delimiter: str = ",", *, header:
         try:
             if header is None:
                 header = _header_row(path, reader, src, required)
-            last = reader.line_num
+            last, data = reader.line_num, 0
             for values in reader:
                 line, first, last = reader.line_num, last + 1, reader.line_num
                 if not values or values == [""]:
                     continue
+                data += 1
                 if src.undecodable >= first:
                     bad.reject(src.text_error(src.undecodable), str(path), values)
                     continue
@@ -52,8 +53,15 @@ def rows(path: Path, required: tuple[str, ...], delimiter: str = ",", *, header:
                                           line=line), str(path), values)
                     continue
                 yield line, dict(zip(header, values))
+            if data == 0:
+                raise no_rows(path)
         except csv.Error as e:
             raise TraceError(f"{path}: line {reader.line_num}: malformed CSV ({e})", line=reader.line_num) from None
+
+
+def no_rows(path: Path) -> TraceError:
+    """A file with no data row at all (empty, or a header only): never an empty trace in silence."""
+    return TraceError(f"{path}: no data rows (the file is empty or holds a header only)")
 
 
 def _header_row(path: Path, reader, src: "Lines", required: tuple[str, ...]) -> list[str]:
@@ -150,7 +158,7 @@ def read_header(path: Path) -> list[str]:
 
 
 def number(path: Path, line: int, field: str, value: str, *, minimum: float | None = None,
-           positive: bool = False, integer: bool = False) -> float:
+           positive: bool = False, integer: bool = False, maximum: float | None = None) -> float:
     """Parse a numeric field; reject text, NaN/inf and values out of range with a clear error."""
     where = f"{path}: line {line}: field {field!r}"
     try:
@@ -165,6 +173,8 @@ def number(path: Path, line: int, field: str, value: str, *, minimum: float | No
         raise TraceError(f"{where}: must be > 0, got {value!r}", line=line, field=field)
     if minimum is not None and x < minimum:
         raise TraceError(f"{where}: must be >= {minimum:g}, got {value!r}", line=line, field=field)
+    if maximum is not None and x > maximum:
+        raise TraceError(f"{where}: must be <= {maximum:g}, got {value!r}", line=line, field=field)
     return x
 
 

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from clustersim.traces import register
 from clustersim.traces.collect import BadRows, Jobs
-from clustersim.traces.csvrows import Lines, Ordered, bad_text, number, open_text, text, text_error
+from clustersim.traces.csvrows import Lines, Ordered, bad_text, no_rows, number, open_text, text, text_error
 from clustersim.traces.schema import TraceError, gpu_worker_role
 
 LAYOUTS = {
@@ -42,11 +42,13 @@ def read(path: Path, *, bad: BadRows, cpu_per_gpu: float = 0.0, mem_per_gpu: flo
     jobs = Jobs(path, bad)
     order = Ordered(path, "arrival_time")
     tenant = path.stem
+    data = 0
     with open_text(path) as f:
         for line, raw in Lines(path, f).numbered():
             raw = raw.rstrip("\r\n")
             if not raw.strip():
                 continue
+            data += 1
             values = raw.split("\t")
             with jobs.row(line, values):
                 if bad_text(raw):
@@ -73,6 +75,8 @@ def read(path: Path, *, bad: BadRows, cpu_per_gpu: float = 0.0, mem_per_gpu: flo
                          duration=num("duration", positive=True) if "duration" in r else None,
                          model=model, batch_size=batch, tenant=tenant,
                          priority=None if priority is None else int(priority))
+    if not data:
+        raise no_rows(path)
     return jobs.table()
 
 

@@ -25,8 +25,8 @@ from typing import Iterator
 
 from clustersim.traces import register
 from clustersim.traces.collect import BadRows, Jobs, check_never_ran
-from clustersim.traces.csvrows import Lines, Ordered, bad_text, number, open_text, optional_number, rows, text_error
-from clustersim.traces.schema import Role, TraceError
+from clustersim.traces.csvrows import Lines, Ordered, bad_text, no_rows, number, open_text, optional_number, rows, text_error
+from clustersim.traces.schema import Role, TraceError, check_time
 
 WINDOW_OFFSET_S = 600.0  # event times count from 600 s before the window (schema docs 2011 and v3)
 AFTER_WINDOW = 2**63 - 1
@@ -148,10 +148,12 @@ def _records(path: Path, required: tuple[str, ...], bad: BadRows) -> Iterator[tu
                 raise TraceError(f"{path}: line 1: missing column(s) {', '.join(missing)}", line=1)
             yield line, r
         return
+    data = 0
     with open_text(path) as f:
         for line, text in Lines(path, f).numbered():
             if not text.strip():
                 continue
+            data += 1
             try:
                 if bad_text(text):
                     raise text_error(path, line)
@@ -169,6 +171,8 @@ def _records(path: Path, required: tuple[str, ...], bad: BadRows) -> Iterator[tu
             if isinstance(request, dict):
                 obj.update({f"resource_request.{k}": v for k, v in request.items()})
             yield line, obj
+    if not data:
+        raise no_rows(path)
 
 
 def _jobs_only(events, bad: BadRows):
@@ -206,6 +210,7 @@ def _fold(events, v: Events, bad: BadRows, id_col, type_col, user_col, name_col,
     for path, line, r in events:
         try:
             t = _seconds(_raw_time(path, line, r.get("time")))
+            check_time(f"{path}: line {line}", "time", t)
             kind = int(number(path, line, type_col, r.get(type_col), minimum=0, integer=True))
             if kind not in v.known:
                 raise TraceError(f"{path}: line {line}: field {type_col!r}: unknown event type {kind}",

@@ -25,7 +25,7 @@ import ijson
 from clustersim.traces import register
 from clustersim.traces.collect import BadRows, Jobs, check_never_ran
 from clustersim.traces.csvrows import number, rows, text, timestamp
-from clustersim.traces.schema import TraceError, gpu_worker_role
+from clustersim.traces.schema import TraceError, check_time, gpu_worker_role
 
 STATUS = {"Pass": "completed", "Killed": "killed", "Failed": "failed"}
 DURATIONS = ("wall", "sum_attempts")
@@ -50,21 +50,24 @@ def read(path: Path, *, bad: BadRows, machine_list: Path | None = None, duration
     for i, job in _stream(path, bad):
         with jobs.row(i, job):
             j = _parse(path, i, job)
-            snapshot = max(snapshot, j["last_time"])
+            check_time(f"{path}: job {i} ({j['jobid']})", "last time", j["last_time"])
             if not j["gpus"]:
                 bad.drop("philly: no attempt holds a GPU (job size unknown)")
+                snapshot = max(snapshot, j["last_time"])
                 continue
             run = _run_time(j["attempts"], j["start"], duration)
             if not j["running"] and run <= 0 and never_ran == "drop":
                 bad.drop("philly: job never ran (no finished attempt, or 0 s)")
+                snapshot = max(snapshot, j["last_time"])
                 continue
-            if j["running"]:
-                censored.append(len(jobs))
             jobs.add(j["jobid"], j["submit"], [gpu_worker_role(j["gpus"], cpu_per_gpu, mem_per_gpu)],
                      status="running" if j["running"] else j["status"],
                      duration=run if run > 0 and not j["running"] else None, start_time=j["start"],
                      user=j["user"], tenant=j["vc"], num_nodes=j["nodes"],
                      attempts=[{"start": s, "end": e} for s, e in j["attempts"]], gpu_type=gpu_mem.get(j["server"]))
+            snapshot = max(snapshot, j["last_time"])  # rows that pass only: a rejected one sets nothing
+            if j["running"]:
+                censored.append(len(jobs) - 1)
     _censor(jobs, censored, snapshot, duration)
     return jobs.table(rebase=True)
 

@@ -201,7 +201,7 @@ def check_job(where: str, submit, duration, iterations, status, roles: list[dict
             raise TraceError(f"{where}: role {r['name']!r} needs 1 <= min_count <= count <= max_count, "
                              f"got {r['min_count']}, {r['count']}, {r['max_count']}")
         if r["max_count"] > MAX_TASKS:
-            raise TraceError(f"{where}: role {r['name']!r} asks for {r['max_count']:,} tasks, more than the "
+            raise TraceError(f"{where}: role {r['name']!r} asks for {_count(r['max_count'])} tasks, more than the "
                              f"limit of {MAX_TASKS:,} per role")
         if not all(math.isfinite(x) and x >= 0 for x in (r["gpu"], r["cpu"], r["mem"])):
             raise TraceError(f"{where}: role {r['name']!r} needs finite, non-negative demands, "
@@ -219,3 +219,7 @@ def check_time(where: str, field: str, t) -> None:
     if t is not None and math.isfinite(t) and abs(t) >= MAX_TIME_S:
         raise TraceError(f"{where}: {field} {t:g} s is beyond {MAX_TIME_S:g} s (2^42 s, about 139,000 years), "
                          "where float64 seconds lose millisecond precision", field=field)
+
+
+def _count(n) -> str:
+    return f"{n:,}" if n < 1e15 else f"{n:.3g}"
