@@ -124,15 +124,15 @@ def run(cfg: DictConfig | dict, run_dir: str | Path) -> tuple[dict, Recorder]:
     t0 = time.perf_counter()
     c = check(cfg)
     table, trace_report = load_trace(c["trace"], c.get("seed", 0))
+    if trace_report.rejected:  # before anything else can fail: the rejects explain a failed run too
+        Path(run_dir).mkdir(parents=True, exist_ok=True)
+        atomic_write(Path(run_dir) / REJECTS_FILE, trace_report.write_rejects)
     engine = _build(c, table, trace_report)
     recorder = engine.run()
     wall = time.perf_counter() - t0
     meta = {"config": c, "wall_time_s": wall, "jobs": len(engine.jobs), "nodes": engine.cluster.num_nodes,
             "events": engine.events, "decisions": engine.decisions,
             "limits": asdict(engine.limits), "observe": asdict(engine.observe), "trace": trace_report.as_dict()}
-    if trace_report.rejects:
-        Path(run_dir).mkdir(parents=True, exist_ok=True)
-        atomic_write(Path(run_dir) / REJECTS_FILE, trace_report.write_rejects)
     summary = recorder.write(run_dir, meta)
     if recorder.unfinished and c.get("until") is None:
         listed = "; ".join(f"{u['job_id']}: {u['reason']}" for u in recorder.unfinished[:5])

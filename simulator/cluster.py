@@ -7,6 +7,7 @@ The cluster never over-commits: ``take`` checks every node it touches.
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import dataclass
 from typing import Annotated, Callable
 
@@ -18,6 +19,8 @@ from clustersim.simulator.params import Count, NonNegative, Range, check_params
 
 RESOURCES = ("gpu", "cpu", "mem")
 EPS = 1e-9
+MAX_NODES = 100_000  # a cluster larger than this is a config or trace error, refused before any node is built
+MAX_TASKS_PER_NODE = 2**31 - 1  # tasks_per_node's cap (a role's count is int32): sums over nodes stay in int64
 
 
 class CapacityError(PolicyError):
@@ -76,13 +79,19 @@ def check_config(cfg) -> None:
 
 class Cluster:
     def __init__(self, groups: list[NodeGroup]):
-        if not groups or sum(g.count for g in groups) <= 0:
+        for g in groups:
+            if not isinstance(g.count, numbers.Integral) or isinstance(g.count, bool) or g.count < 0:
+                raise ValueError(f"node group {g}: count must be a whole number >= 0")
+            if not all(math.isfinite(x) and x >= 0 for x in (g.gpus, g.cpus, g.mem)):
+                raise ValueError(f"node group {g}: capacities must be finite numbers >= 0")
+        total = sum(g.count for g in groups)
+        if total <= 0:
             raise ValueError("a cluster needs at least one node")
+        if total > MAX_NODES:
+            raise ValueError(f"a cluster of {total:,} nodes is larger than the limit of {MAX_NODES:,} nodes")
         caps, types, racks = [], [], []
         rack = 0
         for g in groups:
-            if g.count < 0 or min(g.gpus, g.cpus, g.mem) < 0:
-                raise ValueError(f"node group {g} has a negative count or capacity")
             per_rack = g.nodes_per_rack or max(g.count, 1)
             for i in range(g.count):
                 caps.append((g.gpus, g.cpus, g.mem))
@@ -218,12 +227,16 @@ def could_fit(capacity: np.ndarray, roles: list[tuple[tuple[float, float, float]
 
 
 def tasks_per_node(free: np.ndarray, demand) -> np.ndarray:
-    """How many tasks of ``demand`` (GPU, CPU, memory) fit on each node."""
+    """How many tasks of ``demand`` (GPU, CPU, memory) fit on each node, at most
+    ``MAX_TASKS_PER_NODE`` (a demand of nothing, or of almost nothing, fits that many), so that
+    sums and cumulative sums over the nodes of any cluster stay exact in int64."""
     demand = np.asarray(demand, dtype=np.float64)
     need = demand > 0
     if not need.any():
-        return np.full(len(free), np.iinfo(np.int64).max // 4)
-    return np.floor((free[:, need] + EPS) / demand[need]).min(axis=1).astype(np.int64)
+        return np.full(len(free), MAX_TASKS_PER_NODE, dtype=np.int64)
+    with np.errstate(over="ignore"):
+        per = np.floor((free[:, need] + EPS) / demand[need]).min(axis=1)
+    return np.minimum(per, MAX_TASKS_PER_NODE).astype(np.int64)
 
 
 def from_config(cfg, trace_gpus: tuple[float, float] | None = None) -> Cluster:
@@ -240,8 +253,15 @@ def from_config(cfg, trace_gpus: tuple[float, float] | None = None) -> Cluster:
             raise ValueError("cluster.auto needs the trace's GPU demand")
         mean_busy, largest = trace_gpus
         per = float(auto["gpus_per_node"])
+        if not (math.isfinite(per) and per > 0):
+            raise ValueError(f"cluster.auto.gpus_per_node must be a finite number > 0, got {auto['gpus_per_node']!r}")
         gpus = max(float(auto.get("load_factor", 1.2)) * mean_busy, largest)
-        count = max(1, math.ceil(gpus / per - EPS))
+        nodes = gpus / per - EPS
+        if not nodes <= MAX_NODES:  # checked before ceil: also refuses NaN and inf
+            raise ValueError(f"cluster.auto: the trace needs {gpus:g} GPUs (largest job {largest:g}, mean busy "
+                             f"{mean_busy:g} x load_factor), {nodes:,.0f} nodes of {per:g} GPUs: more than the "
+                             f"limit of {MAX_NODES:,} nodes")
+        count = max(1, math.ceil(nodes))
         groups.append(NodeGroup(count=count, gpus=per, cpus=float(auto.get("cpus_per_node", 0)),
                                 mem=float(auto.get("mem_per_node", 0)),
                                 gpu_type=str(auto.get("gpu_type", "generic")),

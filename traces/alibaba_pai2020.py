@@ -25,7 +25,7 @@ from pathlib import Path
 from clustersim.traces import DATA, register
 from clustersim.traces.collect import BadRows, Jobs, check_never_ran
 from clustersim.traces.csvrows import choice, number, optional_number, read_header, rows, text
-from clustersim.traces.schema import Role, TraceError
+from clustersim.traces.schema import MAX_DEMAND, MAX_TASKS, Role, TraceError
 
 STATUS = {"Terminated": "completed", "Failed": "failed", "Running": "running", "Waiting": "pending"}
 BUNDLED_HEADERS = DATA / "alibaba_v2020"
@@ -34,6 +34,8 @@ TASK = ("job_name", "task_name", "inst_num", "status", "start_time", "end_time",
         "plan_gpu", "gpu_type")
 INSTANCE = ("job_name", "start_time")
 GROUP_TAG = ("inst_id", "group", "workload")
+TABLES = {"path": "pai_job_table", "task_table": "pai_task_table", "instance_table": "pai_instance_table",
+          "group_tag_table": "pai_group_tag_table"}  # input file option -> the table it holds
 
 
 @register("alibaba_pai2020", files=("task_table", "instance_table", "group_tag_table"))
@@ -63,10 +65,9 @@ def read(path: Path, *, bad: BadRows, task_table: Path | None = None, instance_t
             end = optional_number(path, line, "end_time", r["end_time"], minimum=0)
             roles, gpu_type, task_start = _roles(tasks[name])
             start = starts.get(name) if starts is not None else task_start
-            snapshot = max(snapshot, submit, end or 0.0)
-            duration = None
-            if status == "running" and not end:
-                censored.append(len(jobs))
+            duration, running = None, status == "running" and not end
+            if running:
+                pass  # censored: ends at the snapshot, once every row is read
             elif start is not None and end is not None and end > start:
                 duration = end - start
             elif start is not None and end is None and status != "pending":
@@ -74,12 +75,16 @@ def read(path: Path, *, bad: BadRows, task_table: Path | None = None, instance_t
                                  field="end_time")
             elif never_ran == "drop":
                 bad.drop("alibaba_pai2020: job never ran (no instance start, or 0 s)")
+                snapshot = max(snapshot, submit, end or 0.0)
                 continue
             inst = r["inst_id"].strip()
             group, workload = tags.get(inst, (None, None))
             user = r["user"].strip() or None
             jobs.add(name, submit, roles, status=status, start_time=start, duration=duration, user=user,
                      tenant=group or user, model=workload, gpu_type=gpu_type)
+            snapshot = max(snapshot, submit, end or 0.0)  # rows that pass only: a rejected one sets nothing
+            if running:
+                censored.append(len(jobs) - 1)
     for k in censored:
         start = jobs.cols["start_time"][k]
         jobs.cols["duration"][k] = snapshot - start if start is not None and snapshot > start else None
@@ -89,11 +94,23 @@ def read(path: Path, *, bad: BadRows, task_table: Path | None = None, instance_t
     return jobs.table(rebase=True)
 
 
-def _header(csv_path: Path, table: str, required: tuple[str, ...]) -> list[str]:
-    """The table's columns: ``<stem>.header`` beside the CSV, else the bundled published header.
-    (``rows`` checks the columns of a header it reads itself, not of one it is given.)"""
+def companions(files: dict[str, Path]) -> dict[str, Path]:
+    """The header file each input table is read with, for the cache key: editing a header
+    changes the table."""
+    found = {f"{k}.header": _header_file(p, TABLES[k]) for k, p in files.items() if k in TABLES}
+    return {k: p for k, p in found.items() if p is not None}
+
+
+def _header_file(csv_path: Path, table: str) -> Path | None:
+    """``<stem>.header`` beside the CSV, else ``<table>.header`` beside it, else the bundled one."""
     places = (csv_path.with_suffix(".header"), csv_path.parent / f"{table}.header", BUNDLED_HEADERS / f"{table}.header")
-    found = next((p for p in places if p.exists()), None)
+    return next((p for p in places if p.is_file()), None)
+
+
+def _header(csv_path: Path, table: str, required: tuple[str, ...]) -> list[str]:
+    """The table's columns, from its header file (``_header_file``).
+    (``rows`` checks the columns of a header it reads itself, not of one it is given.)"""
+    found = _header_file(csv_path, table)
     if found is None:
         raise TraceError(f"{csv_path}: no header file for {table}")
     header = read_header(found)
@@ -111,8 +128,9 @@ def _tasks(path: Path, bad: BadRows) -> tuple[dict[str, list], dict[str, int]]:
         try:
             job = text(path, line, "job_name", r["job_name"])
             num = lambda k, **c: number(path, line, k, r[k], **c)  # noqa: E731
-            opt = lambda k: optional_number(path, line, k, r[k], minimum=0) or 0.0  # noqa: E731
-            task = (text(path, line, "task_name", r["task_name"]), int(num("inst_num", positive=True, integer=True)),
+            opt = lambda k: optional_number(path, line, k, r[k], minimum=0, maximum=100 * MAX_DEMAND) or 0.0  # noqa: E731
+            task = (text(path, line, "task_name", r["task_name"]),
+                    int(num("inst_num", positive=True, integer=True, maximum=MAX_TASKS)),
                     opt("plan_gpu") / 100, opt("plan_cpu") / 100, opt("plan_mem"), r["gpu_type"].strip() or None,
                     optional_number(path, line, "start_time", r["start_time"], minimum=0))
         except TraceError as err:

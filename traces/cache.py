@@ -1,9 +1,11 @@
 """Converted traces cached as Parquet, keyed by the source files' content and the options.
 
-The key hashes the format, every input file's bytes (SHA-256), the load options, the
-canonical schema and the source code of the reader and of the helpers it parses with, so a
-changed file, option or reader makes a new entry. The rejects and drop counts of the load
-travel in the file's metadata, so a cached load reports exactly what the first one did.
+The key hashes the format, every input file's bytes (SHA-256) — the reader's further files
+and companions such as PAI ``.header`` files included —, the load options, the canonical
+schema and the source code of the reader and of the helpers it parses with, so a changed
+file, option or reader makes a new entry. The drop counts and the first rejects of the load
+travel in the file's metadata, all its rejects in ``<key>.rejects.csv`` beside it, so a
+cached load reports exactly what the first one did. A damaged entry is rebuilt.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from clustersim.traces.collect import BadRows, Reject
-from clustersim.traces.schema import JOB_TABLE
+from clustersim.traces.schema import JOB_TABLE, TraceError
 
 ENV = "CLUSTERSIM_CACHE"
 META = b"clustersim.load"
@@ -50,28 +52,60 @@ def key(fmt: str, module: str, files: dict[str, Path], options: dict, on_bad_row
     return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:32]
 
 
+def rejects_path(directory: Path, k: str) -> Path:
+    """The entry's rejects, as the CSV ``BadRows`` spools (present when the load rejected rows)."""
+    return directory / f"{k}.rejects.csv"
+
+
 def load(directory: Path, k: str) -> tuple[pa.Table, BadRows] | None:
+    """The cached table and what its load rejected and dropped; None when there is no entry or
+    it is damaged (unreadable, another schema, bad metadata, rejects file missing): the caller
+    then rebuilds it, and ``store`` replaces the damaged files."""
     path = directory / f"{k}.parquet"
-    if not path.exists():
+    if not path.is_file():
         return None
     try:
         table = pq.read_table(path)
-    except (OSError, pa.ArrowInvalid):
-        return None  # a damaged entry is rebuilt
-    meta = json.loads((table.schema.metadata or {}).get(META, b"{}"))
-    bad = BadRows(meta.get("on_bad_row", "error"))
-    bad.rejects = [Reject(**r) for r in meta.get("rejects", [])]
-    bad.dropped.update(meta.get("dropped", {}))
-    return table.replace_schema_metadata(None), bad
+        meta = json.loads((table.schema.metadata or {})[META])
+        table = table.replace_schema_metadata(None)
+        if not table.schema.equals(JOB_TABLE):
+            return None
+        bad = BadRows(meta["on_bad_row"])
+        bad.rejected = int(meta["rejected"])
+        bad.rejects = [Reject(**r) for r in meta["kept"]]
+        bad.dropped.update({str(reason): int(n) for reason, n in meta["dropped"].items()})
+    except Exception:  # noqa: BLE001 - whatever is wrong with a cache file, the source is read again
+        return None
+    if bad.rejected:
+        bad.spool = rejects_path(directory, k)
+        if not bad.spool.is_file():
+            return None
+    return table, bad
 
 
 def store(directory: Path, k: str, table: pa.Table, bad: BadRows) -> None:
-    directory.mkdir(parents=True, exist_ok=True)
-    meta = {"on_bad_row": bad.mode, "rejects": [r.as_dict() for r in bad.rejects], "dropped": dict(bad.dropped)}
+    """Write the entry: the table (rejects kept in memory and drop counts in its metadata) and
+    the load's spooled rejects, moved beside it. Both are renamed into place."""
+    bad.close()
+    meta = {"on_bad_row": bad.mode, "rejected": bad.rejected, "kept": [r.as_dict() for r in bad.rejects],
+            "dropped": dict(bad.dropped)}
     path = directory / f"{k}.parquet"
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
+        if bad.rejected and bad.spool is not None:
+            os.replace(bad.spool, rejects_path(directory, k))
+            bad.spool = rejects_path(directory, k)
         pq.write_table(table.replace_schema_metadata({META: json.dumps(meta).encode()}), tmp)
         os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
+
+
+def check_dir(directory: Path) -> None:
+    """Before any reading: the cache folder exists (made if need be) and is a folder."""
+    if directory.exists() and not directory.is_dir():
+        raise TraceError(f"cache.dir {directory}: exists and is not a folder")
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise TraceError(f"cache.dir {directory}: cannot create the folder ({e.strerror})") from None

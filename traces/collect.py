@@ -10,6 +10,7 @@ disappears without a trace in the load report.
 
 from __future__ import annotations
 
+import csv
 from collections import Counter
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
@@ -24,6 +25,11 @@ NEVER_RAN = ("drop", "keep")  # jobs the trace shows never running: left out (co
 def check_never_ran(rule: str) -> None:
     if rule not in NEVER_RAN:
         raise TraceError(f"never_ran must be one of {NEVER_RAN}, got {rule!r}")
+
+
+KEPT = 100  # rejects a BadRows keeps in memory (the first ones); its spool file gets them all
+MAX_TEXT = 1000  # characters of a reject's raw row and reason (a garbage "row" can be a megabyte)
+REJECT_COLUMNS = ("source", "line", "field", "reason", "raw")
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,37 +47,69 @@ class Reject:
 
 
 class BadRows:
-    """The ``on_bad_row`` rule of one load and what it rejected or dropped."""
+    """The ``on_bad_row`` rule of one load and what it rejected or dropped.
 
-    def __init__(self, mode: str = "error"):
+    Memory stays bounded whatever the input: ``rejected`` counts every reject, ``rejects``
+    keeps the first ``KEPT``, and all of them are streamed, as they come, to the CSV file
+    ``spool`` (columns ``REJECT_COLUMNS``) where one is given.
+    """
+
+    def __init__(self, mode: str = "error", spool: Path | None = None):
         if mode not in ON_BAD_ROW:
             raise TraceError(f"on_bad_row must be one of {ON_BAD_ROW}, got {mode!r}")
         self.mode = mode
+        self.spool = spool
         self.rejects: list[Reject] = []
+        self.rejected = 0
         self.dropped: Counter[str] = Counter()
+        self._out = None  # the spool's csv writer, opened at the first reject
 
     def reject(self, err: TraceError, source: str, raw: object = "", line: int | None = None) -> None:
         """Raise ``err`` (mode error) or record it as a reject (mode skip)."""
         if self.mode == "error":
             raise err
         line = err.line if err.line is not None else line
-        self.rejects.append(Reject(source, line, err.field, str(err), _raw_text(raw)))
+        r = Reject(source, line, err.field, _clip(str(err)), _clip(_raw_text(raw)))
+        self.rejected += 1
+        if len(self.rejects) < KEPT:
+            self.rejects.append(r)
+        if self.spool is not None:
+            self._writer().writerow([r.source, r.line, r.field, r.reason, r.raw])
 
     def drop(self, reason: str, count: int = 1) -> None:
         """Count rows left out by a documented rule of the format (not errors)."""
         self.dropped[reason] += count
 
+    def close(self) -> None:
+        """Flush the spool file (every reject so far is then on disk)."""
+        if self._out is not None:
+            self._out[0].close()
+            self._out = None
+
+    def _writer(self):
+        if self._out is None:
+            f = open(self.spool, "w", newline="", encoding="utf-8", errors="backslashreplace")
+            w = csv.writer(f)
+            w.writerow(REJECT_COLUMNS)
+            self._out = (f, w)
+        return self._out[1]
+
+
+def _clip(text: str) -> str:
+    return text if len(text) <= MAX_TEXT else text[:MAX_TEXT] + f"... ({len(text) - MAX_TEXT:,} more characters)"
+
 
 def _raw_text(raw: object) -> str:
     if isinstance(raw, dict):
-        return ",".join(f"{k}={v}" for k, v in raw.items())
+        return _clip(",".join(f"{k}={v}" for k, v in raw.items()))
     if isinstance(raw, (list, tuple)):
-        return "\t".join(map(str, raw))
+        return _clip("\t".join(map(str, raw)))
     return str(raw)
 
 
 OPTIONAL = ("tenant", "user", "model", "priority", "deadline", "batch_size", "gpu_type", "attempts", "num_nodes")
 _OPTIONAL = frozenset(OPTIONAL)
+INT32_FIELDS = ("priority", "batch_size", "num_nodes")
 JOB_FIELDS = ("job_id", "submit_time", "duration", "iterations", "roles", "status", "start_time") + OPTIONAL
 
 
@@ -109,10 +147,16 @@ class Jobs:
         if job_id in self._seen:
             first = self._seen[job_id]
             raise TraceError(f"{where}: duplicate job_id (first seen at line {first})", field="job_id")
-        check_job(where, submit_time, duration, iterations, status, [self._role_row(r) for r in roles])
+        check_job(where, submit_time, duration, iterations, status, [self._role_row(r) for r in roles],
+                  start_time=start_time,
+                  deadline=optional.get("deadline"))
         if start_time is not None and start_time + 1e-9 < submit_time:
             raise TraceError(f"{where}: times out of order: start {start_time:g} s before submission "
                              f"{submit_time:g} s", field="start_time")
+        for k in INT32_FIELDS:
+            v = optional.get(k)
+            if v is not None and not -2**31 <= v < 2**31:
+                raise TraceError(f"{where}: field {k!r}: {v:g} is out of range for a 32-bit integer", field=k)
         self._seen[job_id] = self._line
         cols = self.cols
         cols["job_id"].append(job_id)

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import codecs
 import csv
 import gzip
 import math
+import re
+import zlib
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Iterator, Mapping
@@ -13,29 +16,36 @@ from clustersim.traces.collect import BadRows
 from clustersim.traces.schema import TraceError
 
 
+MAX_LINE = 1 << 20  # characters of one line: a longer one is not a trace row (binary, wrong file)
+_BAD_TEXT = re.compile("[\x00\udc80-\udcff]")  # NUL, or a byte that is not UTF-8 (surrogate-escaped)
+_WIDE_BOMS = ((codecs.BOM_UTF32_LE, "UTF-32"), (codecs.BOM_UTF32_BE, "UTF-32"), (codecs.BOM_UTF16_LE, "UTF-16"),
+              (codecs.BOM_UTF16_BE, "UTF-16"))
+READ_ERRORS = (OSError, EOFError, zlib.error)  # a folder, a damaged gzip, a disk error
+
+
 def rows(path: Path, required: tuple[str, ...], delimiter: str = ",", *, header: list[str] | None = None,
          bad: BadRows | None = None) -> Iterator[tuple[int, dict]]:
     """Yield ``(line number, row)`` of a CSV; a missing column or a short row is an error.
 
     ``header`` names the columns of a headerless file (PAI, Google); otherwise line 1 does.
-    A malformed row goes to ``bad`` (raised, or skipped as a reject).
+    A malformed row (wrong field count, bytes that are not UTF-8) goes to ``bad`` (raised, or
+    skipped as a reject); an unreadable file or header is always an error.
     """
     bad = bad or BadRows()
     with open_text(path) as f:
-        reader = csv.reader(f, delimiter=delimiter)
-        if header is None:
-            try:
-                header = [h.strip() for h in next(reader)]
-            except StopIteration:
-                raise TraceError(f"{path}: empty file, expected a header with {', '.join(required)}") from None
-            missing = [c for c in required if c not in header]
-            if missing:
-                raise TraceError(f"{path}: line 1: missing column(s) {', '.join(missing)} "
-                                 f"(header: {','.join(header)})", line=1)
+        src = Lines(path, f)
+        reader = csv.reader(src, delimiter=delimiter)
         try:
+            if header is None:
+                header = _header_row(path, reader, src, required)
+            last, data = reader.line_num, 0
             for values in reader:
-                line = reader.line_num
+                line, first, last = reader.line_num, last + 1, reader.line_num
                 if not values or values == [""]:
+                    continue
+                data += 1
+                if src.undecodable >= first:
+                    bad.reject(src.text_error(src.undecodable), str(path), values)
                     continue
                 if len(values) != len(header):
                     bad.reject(TraceError(f"{path}: line {line}: expected {len(header)} fields "
@@ -43,29 +53,112 @@ def rows(path: Path, required: tuple[str, ...], delimiter: str = ",", *, header:
                                           line=line), str(path), values)
                     continue
                 yield line, dict(zip(header, values))
+            if data == 0:
+                raise no_rows(path)
         except csv.Error as e:
             raise TraceError(f"{path}: line {reader.line_num}: malformed CSV ({e})", line=reader.line_num) from None
 
 
+def no_rows(path: Path) -> TraceError:
+    """A file with no data row at all (empty, or a header only): never an empty trace in silence."""
+    return TraceError(f"{path}: no data rows (the file is empty or holds a header only)")
+
+
+def _header_row(path: Path, reader, src: "Lines", required: tuple[str, ...]) -> list[str]:
+    try:
+        header = [h.strip() for h in next(reader)]
+    except StopIteration:
+        raise TraceError(f"{path}: empty file, expected a header with {', '.join(required)}") from None
+    if src.undecodable:
+        raise src.text_error(src.undecodable)
+    missing = [c for c in required if c not in header]
+    if missing:
+        raise TraceError(f"{path}: line 1: missing column(s) {', '.join(missing)} "
+                         f"(header: {','.join(header)[:200]})", line=1)
+    return header
+
+
+class Lines:
+    """The lines of an open text file, numbered, each at most ``MAX_LINE`` characters.
+
+    ``undecodable`` is the number of the last line holding a NUL or a byte that is not UTF-8
+    (0: none yet), so that a reader rejects the row it falls in; a read error (a damaged gzip
+    member, a disk error) becomes a TraceError naming the line.
+    """
+
+    def __init__(self, path: Path, f):
+        self.path, self.f, self.line, self.undecodable = path, f, 0, 0
+
+    def __iter__(self):
+        return self
+
+    def __next__(self) -> str:
+        try:
+            text = self.f.readline(MAX_LINE + 1)
+        except READ_ERRORS as e:
+            raise TraceError(f"{self.path}: line {self.line + 1}: cannot read the file ({e})", line=self.line + 1) from None
+        if not text:
+            raise StopIteration
+        self.line += 1
+        if len(text) > MAX_LINE:
+            raise TraceError(f"{self.path}: line {self.line}: longer than {MAX_LINE:,} characters (not a text "
+                             "trace of this format?)", line=self.line)
+        if _BAD_TEXT.search(text):
+            self.undecodable = self.line
+        return text
+
+    def numbered(self) -> Iterator[tuple[int, str]]:
+        """``(line number, text)`` of each line (for line-oriented formats: Gavel, JSON lines)."""
+        for text in self:
+            yield self.line, text
+
+    def text_error(self, line: int) -> TraceError:
+        return text_error(self.path, line)
+
+
+def text_error(path: Path, line: int) -> TraceError:
+    return TraceError(f"{path}: line {line}: not UTF-8 text (a NUL or an undecodable byte); "
+                      "trace files must be UTF-8", line=line)
+
+
+def bad_text(text: str) -> bool:
+    """Whether a line read by ``open_text`` holds a NUL or a byte that is not UTF-8."""
+    return _BAD_TEXT.search(text) is not None
+
+
 def open_text(path: Path):
-    """A text file, gzip-compressed when its name ends in .gz (the Google trace shards)."""
-    return gzip.open(path, "rt", newline="") if path.suffix == ".gz" else open(path, newline="")
+    """A trace file as UTF-8 text (a UTF-8 BOM skipped), gzip-compressed when its name ends in
+    .gz (the Google trace shards). Bytes that are not UTF-8 are kept as surrogate escapes, so
+    that the row holding them is rejected with its line number (``Lines``); a folder, a
+    UTF-16/32 file or an unreadable file is an error naming the file."""
+    if path.is_dir():
+        raise TraceError(f"{path}: is a folder, expected a trace file")
+    gz = path.suffix == ".gz"
+    try:
+        with (gzip.open(path, "rb") if gz else open(path, "rb")) as f:
+            head = f.read(4)
+    except READ_ERRORS as e:
+        raise TraceError(f"{path}: cannot read the file ({e})") from None
+    for bom, name in _WIDE_BOMS:
+        if head.startswith(bom):
+            raise TraceError(f"{path}: line 1: the file is {name}-encoded; trace files must be UTF-8 "
+                             "(convert it, e.g. iconv -f UTF-16 -t UTF-8)", line=1)
+    kw = dict(encoding="utf-8-sig", errors="surrogateescape", newline="")
+    return gzip.open(path, "rt", **kw) if gz else open(path, **kw)
 
 
 def read_header(path: Path) -> list[str]:
     """The column names of a headerless table, from its one-line ``.header`` file (PAI 2020)."""
-    try:
-        text = path.read_text().strip()
-    except OSError as e:
-        raise TraceError(f"{path}: cannot read header file ({e.strerror})") from None
+    with open_text(path) as f:
+        text = next(Lines(path, f), "").strip()
     names = [h.strip() for h in text.split(",")]
-    if not text or "" in names:
-        raise TraceError(f"{path}: header file must hold one line of comma-separated column names")
+    if not text or "" in names or bad_text(text):
+        raise TraceError(f"{path}: header file must hold one line of comma-separated UTF-8 column names")
     return names
 
 
 def number(path: Path, line: int, field: str, value: str, *, minimum: float | None = None,
-           positive: bool = False, integer: bool = False) -> float:
+           positive: bool = False, integer: bool = False, maximum: float | None = None) -> float:
     """Parse a numeric field; reject text, NaN/inf and values out of range with a clear error."""
     where = f"{path}: line {line}: field {field!r}"
     try:
@@ -80,6 +173,8 @@ def number(path: Path, line: int, field: str, value: str, *, minimum: float | No
         raise TraceError(f"{where}: must be > 0, got {value!r}", line=line, field=field)
     if minimum is not None and x < minimum:
         raise TraceError(f"{where}: must be >= {minimum:g}, got {value!r}", line=line, field=field)
+    if maximum is not None and x > maximum:
+        raise TraceError(f"{where}: must be <= {maximum:g}, got {value!r}", line=line, field=field)
     return x
 
 

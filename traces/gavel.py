@@ -22,7 +22,7 @@ from pathlib import Path
 
 from clustersim.traces import register
 from clustersim.traces.collect import BadRows, Jobs
-from clustersim.traces.csvrows import Ordered, number, text
+from clustersim.traces.csvrows import Lines, Ordered, bad_text, no_rows, number, open_text, text, text_error
 from clustersim.traces.schema import TraceError, gpu_worker_role
 
 LAYOUTS = {
@@ -42,13 +42,17 @@ def read(path: Path, *, bad: BadRows, cpu_per_gpu: float = 0.0, mem_per_gpu: flo
     jobs = Jobs(path, bad)
     order = Ordered(path, "arrival_time")
     tenant = path.stem
-    with open(path, newline="") as f:
-        for line, raw in enumerate(f, start=1):
+    data = 0
+    with open_text(path) as f:
+        for line, raw in Lines(path, f).numbered():
             raw = raw.rstrip("\r\n")
             if not raw.strip():
                 continue
+            data += 1
             values = raw.split("\t")
             with jobs.row(line, values):
+                if bad_text(raw):
+                    raise text_error(path, line)
                 names = LAYOUTS.get(len(values))
                 if names is None:
                     raise TraceError(f"{path}: line {line}: expected 7, 10 or 12 TAB-separated fields, "
@@ -71,6 +75,8 @@ def read(path: Path, *, bad: BadRows, cpu_per_gpu: float = 0.0, mem_per_gpu: flo
                          duration=num("duration", positive=True) if "duration" in r else None,
                          model=model, batch_size=batch, tenant=tenant,
                          priority=None if priority is None else int(priority))
+    if not data:
+        raise no_rows(path)
     return jobs.table()
 
 

@@ -25,8 +25,8 @@ from typing import Iterator
 
 from clustersim.traces import register
 from clustersim.traces.collect import BadRows, Jobs, check_never_ran
-from clustersim.traces.csvrows import Ordered, number, open_text, optional_number, rows
-from clustersim.traces.schema import Role, TraceError
+from clustersim.traces.csvrows import Lines, Ordered, bad_text, no_rows, number, open_text, optional_number, rows, text_error
+from clustersim.traces.schema import Role, TraceError, check_time
 
 WINDOW_OFFSET_S = 600.0  # event times count from 600 s before the window (schema docs 2011 and v3)
 AFTER_WINDOW = 2**63 - 1
@@ -148,22 +148,31 @@ def _records(path: Path, required: tuple[str, ...], bad: BadRows) -> Iterator[tu
                 raise TraceError(f"{path}: line 1: missing column(s) {', '.join(missing)}", line=1)
             yield line, r
         return
+    data = 0
     with open_text(path) as f:
-        for line, text in enumerate(f, start=1):
+        for line, text in Lines(path, f).numbered():
             if not text.strip():
                 continue
+            data += 1
             try:
+                if bad_text(text):
+                    raise text_error(path, line)
                 obj = json.loads(text)
                 if not isinstance(obj, dict):
                     raise ValueError("not a JSON object")
-            except ValueError as e:
-                bad.reject(TraceError(f"{path}: line {line}: malformed JSON line ({e})", line=line), str(path),
-                           text.strip(), line)
+            except TraceError as err:
+                bad.reject(err, str(path), text.strip(), line)
+                continue
+            except (ValueError, RecursionError) as e:
+                bad.reject(TraceError(f"{path}: line {line}: malformed JSON line ({str(e)[:200]})", line=line),
+                           str(path), text.strip(), line)
                 continue
             request = obj.pop("resource_request", None) or {}
             if isinstance(request, dict):
                 obj.update({f"resource_request.{k}": v for k, v in request.items()})
             yield line, obj
+    if not data:
+        raise no_rows(path)
 
 
 def _jobs_only(events, bad: BadRows):
@@ -192,11 +201,16 @@ def _seconds(raw: float) -> float | None:
 
 
 def _fold(events, v: Events, bad: BadRows, id_col, type_col, user_col, name_col, priority_col) -> dict[str, Job]:
-    """Jobs from their events: first submission, attempts (schedule -> terminal event), last status."""
-    jobs: dict[str, Job] = {}
+    """Jobs from their events, whatever order the files give them in: each job's events are
+    sorted by time (at one instant: SUBMIT, other events, SCHEDULE, then terminal events) and
+    folded into its first submission, attempts (schedule -> terminal event) and last status;
+    user, name and priority come from the earliest event that gives them (priority: the latest)."""
+    timelines: dict[str, list] = {}
+    first_line: dict[str, int] = {}
     for path, line, r in events:
         try:
             t = _seconds(_raw_time(path, line, r.get("time")))
+            check_time(f"{path}: line {line}", "time", t)
             kind = int(number(path, line, type_col, r.get(type_col), minimum=0, integer=True))
             if kind not in v.known:
                 raise TraceError(f"{path}: line {line}: field {type_col!r}: unknown event type {kind}",
@@ -212,11 +226,27 @@ def _fold(events, v: Events, bad: BadRows, id_col, type_col, user_col, name_col,
         if t is None:
             bad.drop("google: events after the trace window")
             continue
-        job = jobs.get(job_id)
-        if job is None:
-            job = jobs[job_id] = Job(first_line=line)
-        job.user = job.user or _text(r.get(user_col)) or None
-        job.name = job.name or _text(r.get(name_col)) or None
+        first_line.setdefault(job_id, line)
+        timelines.setdefault(job_id, []).append(
+            (t, _rank(v, kind), kind, priority, _text(r.get(user_col)), _text(r.get(name_col))))
+    return {job_id: _fold_job(sorted(timeline, key=lambda e: e[:3]), v, first_line[job_id])
+            for job_id, timeline in timelines.items()}
+
+
+def _rank(v: Events, kind: int) -> int:
+    """Order of events at one instant: a job is submitted, queued, scheduled, then ends."""
+    if kind == v.submit:
+        return 0
+    if kind == v.schedule:
+        return 2
+    return 3 if kind in v.terminal else 1
+
+
+def _fold_job(timeline: list[tuple], v: Events, first_line: int) -> Job:
+    job = Job(first_line=first_line)
+    for t, _, kind, priority, user, name in timeline:
+        job.user = job.user or user or None
+        job.name = job.name or name or None
         if priority is not None:
             job.priority = int(priority)
         running = bool(job.attempts) and job.attempts[-1][1] is None
@@ -228,7 +258,7 @@ def _fold(events, v: Events, bad: BadRows, id_col, type_col, user_col, name_col,
             if running:
                 job.attempts[-1][1] = t
             job.status = v.terminal[kind]
-    return jobs
+    return job
 
 
 def _sizes(events, bad: BadRows, id_col, index_col, cpu_col, mem_col, priority_col) -> dict[str, list]:
@@ -273,7 +303,8 @@ def _table(path: Path, folded: dict[str, Job], sizes: dict[str, list], v: Events
            machine_cpus: float, machine_mem_gb: float, never_ran: str):
     snapshot = max((t for j in folded.values() for a in j.attempts for t in a if t is not None), default=0.0)
     jobs = Jobs(path, bad)
-    for job_id, j in folded.items():
+    order = sorted(folded, key=lambda k: (folded[k].submit is None, folded[k].submit or 0.0, k))
+    for job_id, j in ((k, folded[k]) for k in order):  # by submission, then id: not by file order
         with jobs.row(j.first_line, job_id):
             if job_id not in sizes:
                 bad.drop("google: job without task/instance events (size unknown)")

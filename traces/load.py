@@ -9,7 +9,10 @@ A trace config (configs/trace/*.yaml) holds ``format``, ``path`` (one or a list)
 
 from __future__ import annotations
 
-import csv
+import importlib
+import os
+import shutil
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, Mapping
@@ -20,7 +23,7 @@ import pyarrow.compute as pc
 from clustersim import traces
 from clustersim.simulator.params import check_params
 from clustersim.traces import cache, synthetic, transform
-from clustersim.traces.collect import BadRows, Reject
+from clustersim.traces.collect import REJECT_COLUMNS, BadRows, Reject
 from clustersim.traces.schema import TraceError, validate
 
 REJECTS_FILE = "trace_rejects.csv"
@@ -28,7 +31,12 @@ REJECTS_FILE = "trace_rejects.csv"
 
 @dataclass
 class LoadReport:
-    """What a load did, for the run's metadata (``as_dict``) and its rejects file."""
+    """What a load did, for the run's metadata (``as_dict``) and its rejects file.
+
+    ``rejects`` holds the first rejects of each source (``collect.KEPT``); all of them are in
+    the CSV files ``reject_files`` (the cache entries' rejects, or temporary spools), which
+    ``write_rejects`` concatenates without holding them in memory.
+    """
 
     name: str
     format: str
@@ -38,20 +46,23 @@ class LoadReport:
     transforms: list[dict] = field(default_factory=list)
     oversize: dict | None = None
     jobs: int = 0
+    rejected: int = 0
     rejects: list[Reject] = field(default_factory=list)
+    reject_files: list[Path] = field(default_factory=list)
 
     def as_dict(self) -> dict:
         return {"name": self.name, "format": self.format, "on_bad_row": self.on_bad_row, "sources": self.sources,
-                "rejected": len(self.rejects), "rejects_file": REJECTS_FILE if self.rejects else None,
+                "rejected": self.rejected, "rejects_file": REJECTS_FILE if self.rejected else None,
                 "dropped": self.dropped, "transforms": self.transforms, "oversize": self.oversize, "jobs": self.jobs}
 
     def write_rejects(self, path: str | Path) -> None:
-        """The rejected rows as CSV (source, line, field, reason, raw) at ``path``."""
-        with open(path, "w", newline="") as f:
-            w = csv.writer(f)
-            w.writerow(["source", "line", "field", "reason", "raw"])
-            for r in self.rejects:
-                w.writerow([r.source, r.line, r.field, r.reason, r.raw])
+        """All rejected rows as one CSV (source, line, field, reason, raw) at ``path``."""
+        with open(path, "w", newline="", encoding="utf-8") as out:
+            out.write(",".join(REJECT_COLUMNS) + "\r\n")
+            for src in self.reject_files:
+                with open(src, newline="", encoding="utf-8") as f:
+                    f.readline()  # each spool's own header
+                    shutil.copyfileobj(f, out)
 
 
 @dataclass(frozen=True)
@@ -119,9 +130,17 @@ def load(cfg: Mapping, seed: int = 0) -> tuple[pa.Table, LoadReport]:
                                                lambda name: component_rng(seed, name))
     report.jobs = table.num_rows
     if table.num_rows == 0:
-        raise TraceError(f"trace {report.name}: no jobs left to simulate (see the load report: "
-                         f"{report.as_dict()})")
+        raise TraceError(f"trace {report.name}: no jobs left to simulate ({_accounting(report)})")
     return table, report
+
+
+def _accounting(report: LoadReport) -> str:
+    """Where the jobs went: rejects (and the file listing them), drops, transforms."""
+    parts = [f"{report.rejected} row(s) rejected, listed in "
+             f"{', '.join(str(p) for p in report.reject_files)}"] if report.rejected else ["no row rejected"]
+    parts += [f"{n} dropped: {reason}" for reason, n in report.dropped.items()]
+    parts += [f"{t['op']}: {t['jobs_before']} -> {t['jobs_after']} jobs" for t in report.transforms]
+    return "; ".join(parts)
 
 
 def _read(fmt: str, path, options: dict, report: LoadReport, cache_cfg: Mapping) -> pa.Table:
@@ -130,22 +149,48 @@ def _read(fmt: str, path, options: dict, report: LoadReport, cache_cfg: Mapping)
     plain = {k: v for k, v in options.items() if k not in f.files}
     use_cache = cache_cfg.get("enabled", True)
     directory = Path(cache_cfg.get("dir") or cache.default_dir()).expanduser()
-    k = cache.key(fmt, f.module, files, plain, report.on_bad_row) if use_cache else None
-    hit = cache.load(directory, k) if use_cache else None
+    if use_cache:
+        cache.check_dir(directory)  # before the (maybe long) read
+        companions = getattr(importlib.import_module(f.module), "companions", None)
+        k = cache.key(fmt, f.module, {**files, **(companions(files) if companions else {})}, plain,
+                      report.on_bad_row)
+        hit = cache.load(directory, k)
+    else:
+        k = hit = None
     if hit is not None:
         table, bad = hit
     else:
-        bad = BadRows(report.on_bad_row)
-        table = validate(f.read(p, bad=bad, **resolved), str(p))
+        bad = BadRows(report.on_bad_row, spool=_spool(directory if use_cache else None, k))
+        try:
+            table = validate(f.read(p, bad=bad, **resolved), str(p))
+        except BaseException:
+            bad.close()
+            bad.spool.unlink(missing_ok=True)
+            raise
+        bad.close()
         if use_cache:
             cache.store(directory, k, table, bad)
+        elif not bad.rejected:
+            bad.spool.unlink(missing_ok=True)
+    report.rejected += bad.rejected
     report.rejects.extend(bad.rejects)
+    if bad.rejected:
+        report.reject_files.append(bad.spool)
     for reason, n in bad.dropped.items():
         report.dropped[reason] = report.dropped.get(reason, 0) + n
-    report.sources.append({"path": str(path), "jobs": table.num_rows, "rejected": len(bad.rejects),
+    report.sources.append({"path": str(path), "jobs": table.num_rows, "rejected": bad.rejected,
                            "cache": None if not use_cache else ("hit" if hit is not None else "stored"),
                            "cache_key": k})
     return table
+
+
+def _spool(directory: Path | None, k: str | None) -> Path:
+    """Where a load streams its rejects: beside the cache entry it will become, else a temporary file."""
+    if directory is not None:
+        return directory / f".{k}.{os.getpid()}.rejects.csv"
+    fd, name = tempfile.mkstemp(prefix="clustersim-trace-rejects-", suffix=".csv")
+    os.close(fd)
+    return Path(name)
 
 
 def _concat(tables: list[pa.Table], paths: list, prefix_ids: bool, name: str) -> pa.Table:

@@ -25,7 +25,7 @@ import ijson
 from clustersim.traces import register
 from clustersim.traces.collect import BadRows, Jobs, check_never_ran
 from clustersim.traces.csvrows import number, rows, text, timestamp
-from clustersim.traces.schema import TraceError, gpu_worker_role
+from clustersim.traces.schema import TraceError, check_time, gpu_worker_role
 
 STATUS = {"Pass": "completed", "Killed": "killed", "Failed": "failed"}
 DURATIONS = ("wall", "sum_attempts")
@@ -50,46 +50,79 @@ def read(path: Path, *, bad: BadRows, machine_list: Path | None = None, duration
     for i, job in _stream(path, bad):
         with jobs.row(i, job):
             j = _parse(path, i, job)
-            snapshot = max(snapshot, j["last_time"])
+            check_time(f"{path}: job {i} ({j['jobid']})", "last time", j["last_time"])
             if not j["gpus"]:
                 bad.drop("philly: no attempt holds a GPU (job size unknown)")
+                snapshot = max(snapshot, j["last_time"])
                 continue
             run = _run_time(j["attempts"], j["start"], duration)
             if not j["running"] and run <= 0 and never_ran == "drop":
                 bad.drop("philly: job never ran (no finished attempt, or 0 s)")
+                snapshot = max(snapshot, j["last_time"])
                 continue
-            if j["running"]:
-                censored.append(len(jobs))
             jobs.add(j["jobid"], j["submit"], [gpu_worker_role(j["gpus"], cpu_per_gpu, mem_per_gpu)],
                      status="running" if j["running"] else j["status"],
                      duration=run if run > 0 and not j["running"] else None, start_time=j["start"],
                      user=j["user"], tenant=j["vc"], num_nodes=j["nodes"],
                      attempts=[{"start": s, "end": e} for s, e in j["attempts"]], gpu_type=gpu_mem.get(j["server"]))
+            snapshot = max(snapshot, j["last_time"])  # rows that pass only: a rejected one sets nothing
+            if j["running"]:
+                censored.append(len(jobs) - 1)
     _censor(jobs, censored, snapshot, duration)
     return jobs.table(rebase=True)
 
 
+MAX_DEPTH = 32  # JSON nesting of the log (array > job > attempts > detail > gpus is 5); deeper is not Philly
+
+
 def _stream(path: Path, bad: BadRows) -> Iterator[tuple[int, object]]:
-    """``(job number from 1, job)`` of the JSON array; a truncated or malformed file stops
-    the stream with an error (or, under ``skip``, one reject for the unreadable rest)."""
+    """``(job number from 1, job)`` of the JSON array; a truncated, malformed or too deeply
+    nested file stops the stream with an error (or, under ``skip``, one reject for the
+    unreadable rest)."""
+    if path.is_dir():
+        raise TraceError(f"{path}: is a folder, expected the Philly job log (one JSON array)")
     with open(path, "rb") as f:
         head = f.read(64).lstrip()
         if head and not head.startswith(b"["):
             raise TraceError(f"{path}: expected one JSON array of jobs, the file starts with {head[:20]!r}")
         f.seek(0)
-        items = ijson.items(f, "item", use_float=True)
         i = 0
-        while True:
-            try:
-                job = next(items)
-            except StopIteration:
-                return
-            except ijson.JSONError as e:
-                bad.reject(TraceError(f"{path}: job {i + 1}: malformed or truncated JSON near byte {f.tell()} "
-                                      f"({str(e).splitlines()[0]}); the file must be one JSON array of jobs"), str(path), "", i + 1)
-                return
-            i += 1
-            yield i, job
+        try:
+            for job in _items(ijson.basic_parse(f, use_float=True)):
+                i += 1
+                yield i, job
+        except (ijson.JSONError, UnicodeDecodeError, _TooDeep) as e:
+            reason = str(e).splitlines()[0] if str(e) else type(e).__name__
+            bad.reject(TraceError(f"{path}: job {i + 1}: malformed or truncated JSON near byte {f.tell()} "
+                                  f"({reason[:200]}); the file must be one JSON array of jobs"), str(path), "", i + 1)
+
+
+class _TooDeep(ValueError):
+    pass
+
+
+def _items(events) -> Iterator[object]:
+    """The elements of the top-level array, built from ijson's basic events (which, unlike its
+    prefixed events, cost nothing per level), refusing nesting deeper than ``MAX_DEPTH``."""
+    depth, builder = 0, None
+    for ev, value in events:
+        if ev == "start_map" or ev == "start_array":
+            depth += 1
+            if depth > MAX_DEPTH:
+                raise _TooDeep(f"nested deeper than {MAX_DEPTH} levels")
+            if depth == 2:
+                builder = ijson.ObjectBuilder()
+        elif ev == "end_map" or ev == "end_array":
+            depth -= 1
+            if depth == 1:
+                builder.event(ev, value)
+                yield builder.value
+                builder = None
+                continue
+        if builder is not None:
+            builder.event(ev, value)
+        elif depth == 1 and ev != "start_array":
+            yield value  # a scalar element: _parse names it
 
 
 def _parse(path: Path, i: int, job: object) -> dict:

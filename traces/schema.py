@@ -32,6 +32,11 @@ ATTEMPT = pa.struct([pa.field("start", pa.float64()), pa.field("end", pa.float64
 
 STATUSES = ("completed", "failed", "killed", "running", "pending", "unknown")
 
+# Bounds every job is checked against before anything is built from it (docs/job_table.md).
+MAX_TIME_S = float(2**42)  # ~139,000 years; beyond it float64 seconds are coarser than 1 ms
+MAX_TASKS = 1_000_000  # tasks of one role (count and max_count)
+MAX_DEMAND = 1e9  # GPUs, cores or GB of one task
+
 JOB_TABLE = pa.schema(
     [
         pa.field("job_id", pa.string(), nullable=False),
@@ -128,7 +133,8 @@ def validate(table: pa.Table, source: str) -> pa.Table:
     if bad is not None:
         row = table.slice(bad, 1).to_pylist()[0]
         where = f"{source}: row {bad} (job {row['job_id']!r})"
-        check_job(where, row["submit_time"], row["duration"], row["iterations"], row["status"], row["roles"])
+        check_job(where, row["submit_time"], row["duration"], row["iterations"], row["status"], row["roles"],
+                  start_time=row["start_time"], deadline=row["deadline"])
         raise TraceError(f"{where}: invalid row")  # the two checks disagree: never pass a flagged row
     return table
 
@@ -138,18 +144,24 @@ def _first_bad_row(table: pa.Table) -> int | None:
     def finite(col, lower_ok):
         x = table[col].combine_chunks()
         return pc.and_kleene(pc.is_finite(x), lower_ok(x))
-    submit_ok = pc.fill_null(finite("submit_time", lambda x: pc.greater_equal(x, 0)), False)
-    dur_ok = pc.fill_null(finite("duration", lambda x: pc.greater(x, 0)), True)
+    def time(col, lower_ok, null_ok):
+        return pc.fill_null(finite(col, lambda x: pc.and_(lower_ok(x), pc.less(pc.abs(x), MAX_TIME_S))), null_ok)
+    submit_ok = time("submit_time", lambda x: pc.greater_equal(x, 0), False)
+    dur_ok = time("duration", lambda x: pc.greater(x, 0), True)
+    start_ok = time("start_time", pc.is_finite, True)
+    deadline_ok = time("deadline", pc.is_finite, True)
     it_ok = pc.fill_null(finite("iterations", lambda x: pc.greater(x, 0)), True)
     status_ok = pc.is_in(table["status"], value_set=pa.array(STATUSES))
-    ok = np.asarray(pc.and_(pc.and_(submit_ok, dur_ok), pc.and_(it_ok, status_ok)))
+    ok = np.asarray(pc.and_(pc.and_(pc.and_(submit_ok, dur_ok), pc.and_(it_ok, status_ok)),
+                            pc.and_(start_ok, deadline_ok)))
     roles = table["roles"].combine_chunks()
     flat = pc.list_flatten(roles)
     parent = np.asarray(pc.list_parent_indices(roles))
     f = {k: np.asarray(flat.field(k)) for k in ("count", "gpu", "cpu", "mem", "min_count", "max_count")}
     role_ok = ((f["count"] >= 1) & (f["min_count"] >= 1) & (f["min_count"] <= f["count"])
-               & (f["count"] <= f["max_count"]) & (np.minimum(np.minimum(f["gpu"], f["cpu"]), f["mem"]) >= 0)
-               & np.isfinite(f["gpu"] + f["cpu"] + f["mem"]))
+               & (f["count"] <= f["max_count"]) & (f["max_count"] <= MAX_TASKS)
+               & (np.minimum(np.minimum(f["gpu"], f["cpu"]), f["mem"]) >= 0)
+               & (np.maximum(np.maximum(f["gpu"], f["cpu"]), f["mem"]) <= MAX_DEMAND))
     n = table.num_rows
     ok &= np.bincount(parent, weights=~role_ok, minlength=n) == 0
     ok &= np.bincount(parent, weights=f["gpu"] + f["cpu"] + f["mem"], minlength=n) > 0
@@ -157,12 +169,16 @@ def _first_bad_row(table: pa.Table) -> int | None:
     return int(bad[0]) if len(bad) else None
 
 
-def check_job(where: str, submit, duration, iterations, status, roles: list[dict]) -> None:
+def check_job(where: str, submit, duration, iterations, status, roles: list[dict], *, start_time=None,
+              deadline=None) -> None:
     """Check one job's values (``roles`` as ROLE rows); raise TraceError prefixed with ``where``."""
     if submit is None or not math.isfinite(submit) or submit < 0:
-        raise TraceError(f"{where}: submit_time must be a finite number >= 0, got {submit!r}")
+        raise TraceError(f"{where}: submit_time must be a finite number >= 0, got {submit!r}", field="submit_time")
     if duration is not None and (not math.isfinite(duration) or duration <= 0):
-        raise TraceError(f"{where}: duration must be a finite number > 0, got {duration!r}")
+        raise TraceError(f"{where}: duration must be a finite number > 0, got {duration!r}", field="duration")
+    for name, t in (("submit_time", submit), ("duration", duration), ("start_time", start_time),
+                    ("deadline", deadline)):
+        check_time(where, name, t)
     if iterations is not None and (not math.isfinite(iterations) or iterations <= 0):
         raise TraceError(f"{where}: iterations must be a finite number > 0, got {iterations!r}")
     if status not in STATUSES:
@@ -174,9 +190,26 @@ def check_job(where: str, submit, duration, iterations, status, roles: list[dict
         if r["count"] < 1 or not (1 <= r["min_count"] <= r["count"] <= r["max_count"]):
             raise TraceError(f"{where}: role {r['name']!r} needs 1 <= min_count <= count <= max_count, "
                              f"got {r['min_count']}, {r['count']}, {r['max_count']}")
+        if r["max_count"] > MAX_TASKS:
+            raise TraceError(f"{where}: role {r['name']!r} asks for {_count(r['max_count'])} tasks, more than the "
+                             f"limit of {MAX_TASKS:,} per role")
         if not all(math.isfinite(x) and x >= 0 for x in (r["gpu"], r["cpu"], r["mem"])):
             raise TraceError(f"{where}: role {r['name']!r} needs finite, non-negative demands, "
                              f"got gpu={r['gpu']!r} cpu={r['cpu']!r} mem={r['mem']!r}")
+        if max(r["gpu"], r["cpu"], r["mem"]) > MAX_DEMAND:
+            raise TraceError(f"{where}: role {r['name']!r} asks for more than {MAX_DEMAND:g} GPUs, cores or GB "
+                             f"per task, got gpu={r['gpu']:g} cpu={r['cpu']:g} mem={r['mem']:g}")
         total += r["gpu"] + r["cpu"] + r["mem"]
     if total <= 0:
         raise TraceError(f"{where}: job demands no resources")
+
+
+def check_time(where: str, field: str, t) -> None:
+    """A time (s) within ``MAX_TIME_S``, where float64 seconds still resolve milliseconds."""
+    if t is not None and math.isfinite(t) and abs(t) >= MAX_TIME_S:
+        raise TraceError(f"{where}: {field} {t:g} s is beyond {MAX_TIME_S:g} s (2^42 s, about 139,000 years), "
+                         "where float64 seconds lose millisecond precision", field=field)
+
+
+def _count(n) -> str:
+    return f"{n:,}" if n < 1e15 else f"{n:.3g}"

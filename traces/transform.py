@@ -27,6 +27,7 @@ def apply(table: pa.Table, steps: list[dict], rng_for) -> tuple[pa.Table, list[d
             table = OPS[op](table, rng=rng_for(f"trace.transform.{i}.{op}"), **step)
         except TypeError as e:
             raise TraceError(f"trace transform {i} ({op}): bad parameters {step} ({e})") from None
+        table = validate(table, f"trace transform {i} ({op} {step})")  # e.g. times scaled out of range
         records.append({"op": op, **step, "jobs_before": before, "jobs_after": table.num_rows})
     return table, records
 
@@ -112,7 +113,7 @@ def oversize(table: pa.Table, capacity: np.ndarray, rule: str = "error") -> tupl
     fit = _Fit(capacity)
     bad, new_roles = [], []
     for job_id, rs in zip(table["job_id"].to_pylist(), table["roles"].to_pylist()):
-        if fit(rs):
+        if fit(rs, "count"):
             new_roles.append(rs)
             continue
         bad.append(job_id)
@@ -124,6 +125,9 @@ def oversize(table: pa.Table, capacity: np.ndarray, rule: str = "error") -> tupl
         raise TraceError(f"{len(bad)} job(s) can never fit the cluster, e.g. {bad[0]!r}; set the trace's "
                          "oversize rule to drop or clamp")
     if rule == "drop":
+        if len(bad) == table.num_rows:
+            raise TraceError(f"oversize: drop: none of the {len(bad)} job(s) can ever fit the cluster (e.g. "
+                             f"{bad[0]!r}): nothing left to simulate; use a larger cluster or oversize: clamp")
         return table.filter(pc.invert(pc.is_in(table["job_id"], value_set=pa.array(bad)))), record
     table = _set(table, "roles", pa.array(new_roles, table.schema.field("roles").type))
     gpus = pa.array([sum(r["count"] * r["gpu"] for r in rs) for rs in new_roles], pa.float64())
