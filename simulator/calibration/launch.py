@@ -1,0 +1,111 @@
+"""Process groups, devices and the hardware description shared by the runners.
+
+Every runner starts its processes with the ``spawn`` start method (a forked torch process can
+hang in OpenMP), joins them to a gloo or NCCL group through a TCP rendezvous on this host and
+sets the CPU threads of each task (``torch.set_num_threads``) before any work.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import socket
+import time
+from datetime import timedelta
+
+import torch
+import torch.distributed as dist
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def device_for(requested: str, world: int) -> tuple[str, str]:
+    """(device kind, backend) for ``requested`` = auto | cpu | cuda with ``world`` processes.
+
+    auto: CUDA (NCCL) when this host has a GPU, gloo on CPU otherwise. cuda without a GPU is an
+    error rather than a silent CPU run.
+    """
+    if requested not in ("auto", "cpu", "cuda"):
+        raise ValueError(f"device must be auto, cpu or cuda, got {requested!r}")
+    cuda = torch.cuda.is_available() and torch.cuda.device_count() > 0
+    if requested == "cuda" and not cuda:
+        raise RuntimeError("device=cuda, but torch sees no CUDA device on this host")
+    if requested == "cuda" or (requested == "auto" and cuda):
+        return "cuda", "nccl"
+    return "cpu", "gloo"
+
+
+def local_device(kind: str, rank: int) -> torch.device:
+    """One GPU per process, round robin over this host's GPUs; the CPU otherwise."""
+    if kind == "cuda":
+        dev = torch.device("cuda", rank % torch.cuda.device_count())
+        torch.cuda.set_device(dev)
+        return dev
+    return torch.device("cpu")
+
+
+def init_group(backend: str, port: int, rank: int, world: int, timeout_s: float, threads: int | None = None) -> None:
+    if threads:
+        torch.set_num_threads(int(threads))
+    dist.init_process_group(backend, init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world,
+                            timeout=timedelta(seconds=float(timeout_s)))
+
+
+def sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+class CpuMeter:
+    """Cores a process used over a window: CPU seconds of all its threads / wall seconds."""
+
+    def __init__(self):
+        self.wall, self.cpu = time.perf_counter(), time.process_time()
+
+    def cores(self) -> float:
+        wall = time.perf_counter() - self.wall
+        return (time.process_time() - self.cpu) / wall if wall > 0 else 0.0
+
+
+def flat_grad(model: torch.nn.Module) -> torch.Tensor:
+    return torch.cat([(p.grad if p.grad is not None else torch.zeros_like(p)).reshape(-1)
+                      for p in model.parameters()])
+
+
+def set_flat(model: torch.nn.Module, flat: torch.Tensor, attr: str = "data") -> None:
+    """Copy ``flat`` into the parameters (``attr='data'``) or their gradients (``'grad'``)."""
+    i = 0
+    for p in model.parameters():
+        n = p.numel()
+        chunk = flat[i:i + n].view_as(p)
+        if attr == "grad":
+            if p.grad is None:
+                p.grad = chunk.clone()
+            else:
+                p.grad.copy_(chunk)
+        else:
+            p.data.copy_(chunk)
+        i += n
+
+
+def hardware(kind: str, backend: str) -> dict:
+    """What the measurements ran on, for the profile's ``hardware`` block."""
+    info = {"host": platform.node(), "platform": platform.platform(), "processor": platform.processor() or
+            platform.machine(), "cpu_cores": os.cpu_count(), "python": platform.python_version(),
+            "torch": torch.__version__, "device": kind, "backend": backend}
+    try:
+        with open("/proc/cpuinfo") as f:
+            names = [ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")]
+        if names:
+            info["cpu_model"] = names[0]
+    except OSError:
+        pass
+    if kind == "cuda":
+        info["gpus"] = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
+        info["cuda"] = torch.version.cuda
+        info["nccl"] = ".".join(str(v) for v in torch.cuda.nccl.version())
+    return info
