@@ -17,11 +17,12 @@ import yaml
 
 from clustersim.simulator.job import JobSpec
 from clustersim.simulator.overhead import DEFAULT_COSTS, ModelCosts
-from clustersim.simulator.speed import AllReduceSpeed, DLRoverSpeed, ProfileSpeed, TableSpeed, scaling_role
+from clustersim.simulator.speed import (AllReduceSpeed, DLRoverSpeed, OptimusSpeed, ProfileSpeed, TableSpeed,
+                                        scaling_role)
 
 HERE = Path(__file__).parent
 FAMILIES = ("gpu", "ps")
-SPEED_KINDS = ("allreduce", "table", "dlrover")
+SPEED_KINDS = ("allreduce", "table", "dlrover", "optimus")
 
 
 class ProfileError(ValueError):
@@ -43,7 +44,7 @@ class Profile:
     tasks: dict = field(default_factory=dict)          # role -> {cpu, mem, gpu}
     convergence: dict | None = None                    # {b0, b1, b2}
     aliases: tuple[str, ...] = ()
-    model: object = None                               # AllReduceSpeed | DLRoverSpeed | TableSpeed
+    model: object = None                               # AllReduceSpeed | DLRoverSpeed | OptimusSpeed | TableSpeed
     tables: dict = field(default_factory=dict)         # batch -> TableSpeed over (gpus,) (gpu tables)
     gpus_per_node: int = 8                             # of the testbed a table was measured on
     dataset_size: float | None = None                  # samples per epoch (sizes convergence-driven jobs)
@@ -167,8 +168,12 @@ def _build(name: str, raw: dict, built: dict, chain: tuple) -> Profile:
                    aliases=tuple(body.get("aliases") or ()), dataset_size=None if dataset is None else float(dataset),
                    source=str(path.name))
     kind = speed["kind"]
+    if kind == "optimus" and family != "ps":
+        raise ProfileError(f"{where}: speed.kind optimus is a parameter-server model (family ps)")
     if kind == "dlrover":
         prof.model = _dlrover(speed, where)
+    elif kind == "optimus":
+        prof.model = _optimus(speed, prof.batch_size, where)
     elif family == "ps":
         prof.model = _grid(speed, where)
     else:
@@ -217,6 +222,18 @@ def _grid(speed, where) -> TableSpeed:
     except (TypeError, KeyError, IndexError):
         raise ProfileError(f"{where}: speed.grid needs p, w and a p x w samples_per_s matrix") from None
     return TableSpeed(pts)
+
+
+def _optimus(speed, batch: float, where) -> OptimusSpeed:
+    """Optimus Eq. 3 (async) / Eq. 4 (sync) fitted to measured (p, w, samples/s) points, e.g. a
+    calibration's (simulator/calibration); the batch in Eq. 4 is the profile's global batch M."""
+    pts, mode = speed.get("points"), speed.get("mode", "sync")
+    if not isinstance(pts, list) or any(not isinstance(r, list) or len(r) != 3 for r in pts):
+        raise ProfileError(f"{where}: speed.points must be rows [PS, workers, samples/s]")
+    try:
+        return OptimusSpeed(mode, batch).fit([((r[0], r[1]), r[2]) for r in pts])
+    except ValueError as e:
+        raise ProfileError(f"{where}: speed: {e}") from None
 
 
 def _dlrover(speed, where) -> DLRoverSpeed:
