@@ -31,17 +31,15 @@ def points(cfg: dict) -> list[tuple[int, int]]:
 
 def measure(cfg: dict, store_path: str, progress: bool = False) -> list[dict]:
     """Measure every point of the sweep not yet in the store; return all the sweep's points."""
-    import torch.multiprocessing as mp
-
-    from clustersim.simulator.calibration.launch import device_for, free_port
+    from clustersim.simulator.calibration.launch import device_for, free_port, start_pool
 
     store = PointStore(store_path)
     todo = [pt for pt in points(cfg) if key(cfg, *pt) not in store]
     if todo:
         world = max(n for n, _ in todo)
         kind, backend = device_for(cfg["device"], world)
-        mp.spawn(_rank, args=(world, todo, cfg, kind, backend, free_port(), store_path, progress),
-                 nprocs=world, join=True)
+        start_pool(_rank, (world, todo, cfg, kind, backend, free_port(), store_path, progress), world, kind,
+                   cfg.get("start_method", "auto"))
         store = PointStore(store_path)
     return [store.get(key(cfg, *pt)) for pt in points(cfg)]
 

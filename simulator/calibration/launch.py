@@ -1,8 +1,11 @@
 """Process groups, devices and the hardware description shared by the runners.
 
-Every runner starts its processes with the ``spawn`` start method (a forked torch process can
-hang in OpenMP), joins them to a gloo or NCCL group through a TCP rendezvous on this host and
-sets the CPU threads of each task (``torch.set_num_threads``) before any work.
+The speed sweeps start their pool of processes with ``start_method`` (auto: ``fork`` on CPU, where
+it saves each process the seconds of starting Python and torch, ``spawn`` with CUDA, which cannot
+be forked); the time a process takes to start does not enter a speed measurement. The rescale runs
+always spawn: a fresh process's start is part of what they measure. Every process joins a gloo or
+NCCL group through a TCP rendezvous on this host and sets its CPU threads
+(``torch.set_num_threads``) before any work.
 """
 
 from __future__ import annotations
@@ -37,6 +40,17 @@ def device_for(requested: str, world: int) -> tuple[str, str]:
     if requested == "cuda" or (requested == "auto" and cuda):
         return "cuda", "nccl"
     return "cpu", "gloo"
+
+
+def start_pool(fn, args: tuple, nprocs: int, kind: str, method: str = "auto") -> None:
+    """Run ``fn(rank, *args)`` in ``nprocs`` processes and wait for all; a failure raises."""
+    import torch.multiprocessing as mp
+
+    if method == "auto":
+        method = "fork" if kind == "cpu" and "fork" in mp.get_all_start_methods() else "spawn"
+    if method not in ("fork", "spawn", "forkserver"):
+        raise ValueError(f"start_method must be auto, fork, spawn or forkserver, got {method!r}")
+    mp.start_processes(fn, args=args, nprocs=nprocs, join=True, start_method=method)
 
 
 def local_device(kind: str, rank: int) -> torch.device:

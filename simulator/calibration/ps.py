@@ -43,9 +43,7 @@ def worker_batch(cfg: dict, w: int) -> int:
 
 def measure(cfg: dict, store_path: str, progress: bool = False) -> list[dict]:
     """Measure every (p, w) of the sweep not yet in the store; return all the sweep's points."""
-    import torch.multiprocessing as mp
-
-    from clustersim.simulator.calibration.launch import free_port
+    from clustersim.simulator.calibration.launch import free_port, start_pool
 
     if cfg["ps"]["mode"] not in ("sync", "async"):
         raise ValueError(f"ps.mode must be sync or async, got {cfg['ps']['mode']!r}")
@@ -53,7 +51,8 @@ def measure(cfg: dict, store_path: str, progress: bool = False) -> list[dict]:
     todo = [pt for pt in points(cfg) if key(cfg, *pt) not in store]
     if todo:
         world = max(p + w for p, w in todo)
-        mp.spawn(_rank, args=(world, todo, cfg, free_port(), store_path, progress), nprocs=world, join=True)
+        start_pool(_rank, (world, todo, cfg, free_port(), store_path, progress), world, "cpu",
+                   cfg.get("start_method", "auto"))
         store = PointStore(store_path)
     return [store.get(key(cfg, *pt)) for pt in points(cfg)]
 

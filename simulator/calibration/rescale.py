@@ -18,7 +18,11 @@ the same iteration (EDL's future timestamp). Then the group re-forms with n' mem
 in the new group - end of the last iteration in the old one; prepare = newcomers' launch to
 ready. Measured too: the running workers' iteration time before and during the preparation.
 
-``launch_s`` (ModelCosts) is measured as a fresh job's launch to its first iteration.
+The processes whose start is measured (the stop-resume relaunch, the stop-free newcomers) are
+spawned: a fresh Python that imports torch, as a relaunched task is. The workers running before
+the rescale start with the pool's start method (``start_method``, fork on CPU), since their own
+start is not measured. ``launch_s`` (ModelCosts: a fresh worker's start) is measured on the
+relaunch: from the driver's launch to the model and data built, before the restore.
 """
 
 from __future__ import annotations
@@ -70,25 +74,33 @@ def measure(cfg: dict, store_path: str, progress: bool = False) -> list[dict]:
 
 # ---------------------------------------------------------------------------- the driver
 class _Driver:
-    def __init__(self, cfg: dict):
-        import torch.distributed as dist
+    def __init__(self, cfg: dict, kind: str):
         import torch.multiprocessing as mp
 
         from clustersim.simulator.calibration.launch import free_port
 
-        self.cfg, self.ctx = cfg, mp.get_context("spawn")
+        method = cfg.get("start_method", "auto")
+        if method == "auto":
+            method = "fork" if kind == "cpu" and "fork" in mp.get_all_start_methods() else "spawn"
+        self.cfg, self.first, self.fresh = cfg, mp.get_context(method), mp.get_context("spawn")
         self.timeout = float(cfg["timeout_s"])
         self.store_port = free_port()
-        self.store = dist.TCPStore("127.0.0.1", self.store_port, is_master=True, wait_for_workers=False,
-                                   timeout=_td(self.timeout))
+        self.store = None             # started after the first processes: never fork a store's threads
         self.procs = []
 
-    def launch(self, fn, *args) -> float:
+    def launch(self, fn, *args, fresh: bool = True) -> float:
+        """Start ``fn(*args, store_port, cfg)``; ``fresh``: a spawned Python (its start is measured)."""
         t = time.time()
-        proc = self.ctx.Process(target=fn, args=(*args, self.store_port, self.cfg), daemon=True)
+        proc = (self.fresh if fresh else self.first).Process(target=fn, args=(*args, self.store_port, self.cfg),
+                                                             daemon=True)
         proc.start()
         self.procs.append(proc)
         return t
+
+    def serve(self) -> None:
+        import torch.distributed as dist
+        self.store = dist.TCPStore("127.0.0.1", self.store_port, is_master=True, wait_for_workers=False,
+                                   timeout=_td(self.timeout))
 
     def counter(self, name: str) -> int:
         return int(self.store.add(name, 0))
@@ -122,10 +134,12 @@ class _Driver:
 def stop_resume(cfg: dict, n_old: int, n_new: int, kind: str, backend: str, workdir: Path) -> dict:
     from clustersim.simulator.calibration.launch import free_port
 
-    drv = _Driver(cfg)
+    drv = _Driver(cfg, kind)
     ckpt = workdir / f"rescale_checkpoint_{os.getpid()}.pt"
     port_a, port_b = free_port(), free_port()
-    t_launch = [drv.launch(_resume_old, r, n_old, port_a, kind, backend, str(ckpt)) for r in range(n_old)][0]
+    for r in range(n_old):
+        drv.launch(_resume_old, r, n_old, port_a, kind, backend, str(ckpt), fresh=False)
+    drv.serve()
     drv.join()
     t_exited = time.time()
     old = drv.result("old/0")
@@ -139,16 +153,17 @@ def stop_resume(cfg: dict, n_old: int, n_new: int, kind: str, backend: str, work
     return {"pause_s": t_resume - old["t_stop"], "save_s": old["t_saved"] - old["t_stop"],
             "exit_s": t_exited - old["t_saved"], "restart_s": max(x["t_loaded"] for x in new) - t_exited,
             "restore_s": max(x["t_loaded"] - x["t_built"] for x in new), "checkpoint_gb": size / 1e9,
-            "launch_s": old["t_first"] - t_launch, "step_s": old["step_s"]}
+            "launch_s": max(x["t_built"] for x in new) - t_exited, "step_s": old["step_s"]}
 
 
 def stop_free(cfg: dict, n_old: int, n_new: int, kind: str, backend: str, workdir: Path) -> dict:
     from clustersim.simulator.calibration.launch import free_port
 
-    drv = _Driver(cfg)
+    drv = _Driver(cfg, kind)
     port_a, port_b = free_port(), free_port()
     for r in range(n_old):
-        drv.launch(_free_old, r, n_old, n_new, port_a, port_b, kind, backend)
+        drv.launch(_free_old, r, n_old, n_new, port_a, port_b, kind, backend, fresh=False)
+    drv.serve()
     drv.wait_counter("steps", int(cfg["overhead"]["pre_steps"]))
     t_launch = [drv.launch(_free_new, r, n_new, port_b, kind, backend) for r in range(n_old, n_new)][0]
     drv.join()
@@ -231,7 +246,6 @@ def _resume_old(rank, n, port, kind, backend, ckpt, store_port, cfg) -> None:
     o, st = cfg["overhead"], _client(store_port, cfg["timeout_s"])
     init_group(backend, port, rank, n, cfg["timeout_s"])
     tr = _Trainer(cfg, rank, kind)
-    t_first = time.time()
     step_s = tr.train(n, int(o["pre_steps"]))
     t_stop = time.time()
     if rank == 0:
@@ -239,7 +253,7 @@ def _resume_old(rank, n, port, kind, backend, ckpt, store_port, cfg) -> None:
     t_saved = time.time()
     dist.barrier()
     dist.destroy_process_group()
-    st.set(f"old/{rank}", json.dumps({"t_first": t_first, "t_stop": t_stop, "t_saved": t_saved, "step_s": step_s}))
+    st.set(f"old/{rank}", json.dumps({"t_stop": t_stop, "t_saved": t_saved, "step_s": step_s}))
 
 
 def _resume_new(rank, n, port, kind, backend, ckpt, store_port, cfg) -> None:
