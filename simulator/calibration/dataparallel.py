@@ -6,11 +6,13 @@ then time ``steps`` iterations (the slowest rank's time counts). Each iteration 
 gradient on b samples, all-reduces the flattened gradient (one bucket, no overlap with the
 backward pass: the all-reduce model of simulator/speed.py has compute and exchange in sequence)
 and applies SGD. NCCL on GPUs (one GPU per process), gloo on CPU.
-A point: iteration time, iterations/s, samples/s (N·b per iteration) and cores per worker.
+A point: iteration time, iterations/s, samples/s (N·b per iteration) and cores per worker. The
+measured part is ``repeats`` windows of ``steps`` iterations; the point takes the median window's.
 """
 
 from __future__ import annotations
 
+import statistics
 import time
 
 from clustersim.simulator.calibration.store import PointStore, point_key
@@ -20,7 +22,8 @@ KIND = "dataparallel"
 
 def key(cfg: dict, n: int, batch: int) -> str:
     d = cfg["dataparallel"]
-    return point_key(KIND, n=n, batch=batch, steps=d["steps"], warmup=d["warmup"], threads=d["threads"],
+    return point_key(KIND, n=n, batch=batch, steps=d["steps"], warmup=d["warmup"], repeats=d["repeats"],
+                     threads=d["threads"],
                      device=cfg["device"], model=cfg["model"])
 
 
@@ -61,7 +64,8 @@ def _rank(rank: int, world: int, todo: list, cfg: dict, kind: str, backend: str,
     bar = _bar(len(todo), "data-parallel", progress) if rank == 0 else None
     for n, b in todo:
         if rank < n:
-            stats = _train(wl, opt, groups[n], n, rank, b, int(d["warmup"]), int(d["steps"]), device)
+            stats = _train(wl, opt, groups[n], n, rank, b, int(d["warmup"]), int(d["steps"]), int(d["repeats"]),
+                           device)
             if rank == 0:
                 store.add(key(cfg, n, b), {"kind": KIND, "n": n, "batch": b, "global_batch": n * b, **stats,
                                            "device": kind, "backend": backend, "threads": d["threads"]})
@@ -73,7 +77,7 @@ def _rank(rank: int, world: int, todo: list, cfg: dict, kind: str, backend: str,
     dist.destroy_process_group()
 
 
-def _train(wl, opt, group, n: int, rank: int, b: int, warmup: int, steps: int, device) -> dict:
+def _train(wl, opt, group, n: int, rank: int, b: int, warmup: int, steps: int, repeats: int, device) -> dict:
     import torch
     import torch.distributed as dist
 
@@ -92,17 +96,21 @@ def _train(wl, opt, group, n: int, rank: int, b: int, warmup: int, steps: int, d
         step(i)
     sync(device)
     dist.barrier(group=group)
-    meter, t0 = CpuMeter(), time.perf_counter()
-    for i in range(steps):
-        step(warmup + i)
-    sync(device)
-    elapsed = time.perf_counter() - t0
-    stats = torch.tensor([elapsed, meter.cores()], dtype=torch.float64, device=device)
-    slowest = stats.clone()
+    meter, windows = CpuMeter(), []
+    for r in range(repeats):
+        t0 = time.perf_counter()
+        for i in range(steps):
+            step(warmup + r * steps + i)
+        sync(device)
+        windows.append(time.perf_counter() - t0)
+    cores = torch.tensor([meter.cores()], dtype=torch.float64, device=device)
+    slowest = torch.tensor(windows, dtype=torch.float64, device=device)
     dist.all_reduce(slowest, op=dist.ReduceOp.MAX, group=group)
-    dist.all_reduce(stats, group=group)
-    t = float(slowest[0]) / steps
-    return {"iter_s": t, "iters_per_s": 1.0 / t, "samples_per_s": n * b / t, "worker_cores": float(stats[1]) / n}
+    dist.all_reduce(cores, group=group)
+    per_iter = [float(x) / steps for x in slowest]
+    t = float(statistics.median(per_iter))
+    return {"iter_s": t, "iters_per_s": 1.0 / t, "samples_per_s": n * b / t, "worker_cores": float(cores[0]) / n,
+            "windows_iter_s": per_iter}
 
 
 def _bar(total: int, what: str, enabled):

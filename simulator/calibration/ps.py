@@ -12,10 +12,13 @@ Each task runs ``threads`` CPU threads (``torch.set_num_threads``, per role). On
 processes (the largest point) measures every pending (p, w): ranks 0..p-1 are the PS, p..p+w-1
 the workers, the others wait. A point: samples/s over all workers (the measured window is the
 slowest worker's), steps/s, and the cores each PS and each worker used (CPU time / wall time).
+The measured part is ``repeats`` consecutive windows of ``steps`` iterations; the point's speed is
+the median window's (robust to a burst of load from elsewhere on the host), every window is kept.
 """
 
 from __future__ import annotations
 
+import statistics
 import time
 
 from clustersim.simulator.calibration.store import PointStore, point_key
@@ -26,7 +29,7 @@ KIND = "ps"
 def key(cfg: dict, p: int, w: int) -> str:
     s = cfg["ps"]
     return point_key(KIND, p=p, w=w, mode=s["mode"], batch=s["batch"], steps=s["steps"], warmup=s["warmup"],
-                     threads=s["threads"], model=cfg["model"])
+                     repeats=s["repeats"], threads=s["threads"], model=cfg["model"])
 
 
 def points(cfg: dict) -> list[tuple[int, int]]:
@@ -76,16 +79,17 @@ def _rank(rank: int, world: int, todo: list, cfg: dict, port: int, store_path: s
         if role:
             torch.set_num_threads(int(s["threads"][role]))
         m = worker_batch(cfg, w)
+        reps = int(s["repeats"])
         if role == "ps":
             out = _serve(wl, rank, p, w, s, float(cfg["lr"]))
         elif role == "worker":
             out = _work(wl, rank - p, p, m, s)
         else:
-            out = (0.0, 0.0, 0.0)
-        # (role code, cores, samples, elapsed) of every rank, to rank 0
+            out = (0.0, 0.0, [0.0] * reps)
+        # (role code, cores, samples per window, seconds of each window) of every rank, to rank 0
         code = {"ps": 1.0, "worker": 2.0, None: 0.0}[role]
-        mine = torch.tensor([code, *out], dtype=torch.float64)
-        every = [torch.zeros(4, dtype=torch.float64) for _ in range(world)]
+        mine = torch.tensor([code, out[0], out[1], *out[2]], dtype=torch.float64)
+        every = [torch.zeros(3 + reps, dtype=torch.float64) for _ in range(world)]
         dist.all_gather(every, mine)
         if rank == 0:
             store.add(key(cfg, p, w), _point(p, w, m, s, every))
@@ -100,9 +104,9 @@ def _point(p: int, w: int, m: int, s: dict, every: list) -> dict:
     ps = [t for t in every if t[0] == 1.0]
     workers = [t for t in every if t[0] == 2.0]
     samples = sum(float(t[2]) for t in workers)
-    window = max(float(t[3]) for t in workers)
-    rate = samples / window
-    return {"kind": KIND, "p": p, "w": w, "mode": s["mode"], "worker_batch": m,
+    windows = [samples / max(float(t[3 + j]) for t in workers) for j in range(int(s["repeats"]))]
+    rate = float(statistics.median(windows))
+    return {"kind": KIND, "p": p, "w": w, "mode": s["mode"], "worker_batch": m, "windows_samples_per_s": windows,
             "global_batch": m * w if s["mode"] == "sync" else m, "samples_per_s": rate,
             "steps_per_s": rate / (m * w if s["mode"] == "sync" else m),
             "ps_cores": sum(float(t[1]) for t in ps) / len(ps),
@@ -131,7 +135,7 @@ def _serve(wl, k: int, p: int, w: int, s: dict, lr: float) -> tuple[float, float
     flat = torch.cat([q.detach().reshape(-1) for q in wl.model.parameters()])
     lo, hi = shards(flat.numel(), p)[k]
     theta = flat[lo:hi].clone()
-    warmup, steps = int(s["warmup"]), int(s["steps"])
+    warmup, steps = int(s["warmup"]), int(s["steps"]) * int(s["repeats"])
     meter = CpuMeter()
     if s["mode"] == "sync":
         bufs = [torch.empty_like(theta) for _ in range(w)]
@@ -152,11 +156,12 @@ def _serve(wl, k: int, p: int, w: int, s: dict, lr: float) -> tuple[float, float
             src = dist.recv(buf)                  # any worker
             theta -= lr * buf
             dist.isend(theta.clone(), dst=src).wait()
-    return meter.cores(), 0.0, 0.0
+    return meter.cores(), 0.0, [0.0] * int(s["repeats"])
 
 
-def _work(wl, i: int, p: int, m: int, s: dict) -> tuple[float, float, float]:
-    """Worker i: ``warmup + steps`` iterations; (cores, samples, seconds) of the measured part."""
+def _work(wl, i: int, p: int, m: int, s: dict) -> tuple[float, float, list[float]]:
+    """Worker i: warmup, then ``repeats`` windows of ``steps`` iterations; (cores over all windows,
+    samples per window, seconds of each window)."""
     import torch
     import torch.distributed as dist
 
@@ -164,11 +169,14 @@ def _work(wl, i: int, p: int, m: int, s: dict) -> tuple[float, float, float]:
 
     bounds = shards(wl.parameter_count(), p)
     params = torch.empty(wl.parameter_count())
-    warmup, steps = int(s["warmup"]), int(s["steps"])
-    meter, t0 = CpuMeter(), time.perf_counter()
-    for it in range(warmup + steps):
+    warmup, steps, reps = int(s["warmup"]), int(s["steps"]), int(s["repeats"])
+    meter, t0, windows = CpuMeter(), time.perf_counter(), []
+    for it in range(warmup + steps * reps):
         if it == warmup:
             meter, t0 = CpuMeter(), time.perf_counter()
+        elif it > warmup and (it - warmup) % steps == 0:
+            windows.append(time.perf_counter() - t0)
+            t0 = time.perf_counter()
         x, y = wl.batch(it, m, offset=i * m)
         wl.model.zero_grad(set_to_none=False)
         wl.loss(wl.model(*x), y).backward()
@@ -178,5 +186,5 @@ def _work(wl, i: int, p: int, m: int, s: dict) -> tuple[float, float, float]:
         for r in reqs:
             r.wait()
         set_flat(wl.model, params)
-    elapsed = time.perf_counter() - t0
-    return meter.cores(), float(steps * m), elapsed
+    windows.append(time.perf_counter() - t0)
+    return meter.cores(), float(steps * m), windows

@@ -23,8 +23,8 @@ from clustersim.simulator.speed import AllReduceSpeed, OptimusSpeed  # noqa: E40
 
 TINY = ["model=mlp", "model.params.samples=512", "model.params.features=64", "model.params.hidden=[64,64]",
         "device=cpu", "timeout_s=120", "progress=false", "plot=true",
-        "ps.p=[1,2]", "ps.w=[1,2,3]", "ps.batch=48", "ps.steps=4", "ps.warmup=1",
-        "dataparallel.workers=[1,2]", "dataparallel.batch=[8,16,32]", "dataparallel.steps=4", "dataparallel.warmup=1",
+        "ps.p=[1,2]", "ps.w=[1,2,3]", "ps.batch=48", "ps.steps=4", "ps.warmup=1", "ps.repeats=2",
+        "dataparallel.workers=[1,2]", "dataparallel.batch=[8,16,32]", "dataparallel.steps=4", "dataparallel.warmup=1", "dataparallel.repeats=2",
         "overhead.sizes=[[1,2]]", "overhead.pre_steps=3", "overhead.post_steps=2",
         "convergence.max_epochs=8", "convergence.batch=32",
         "fit.test_fraction=0.2", "fit.repeats=3"]
@@ -53,6 +53,7 @@ def test_ps_runner_measures_every_point_with_positive_throughput_and_cpu(calibra
     cfg, summary, _ = calibrated
     pts = records(summary, "ps")
     assert sorted((r["p"], r["w"]) for r in pts) == [(1, 1), (1, 2), (1, 3), (2, 1), (2, 2), (2, 3)]
+    assert all(len(r["windows_samples_per_s"]) == 2 for r in pts)
     for r in pts:
         assert r["samples_per_s"] > 0 and r["ps_cores"] > 0 and r["worker_cores"] > 0
         assert r["worker_batch"] == round(48 / r["w"])          # sync: global batch M split over workers
