@@ -75,11 +75,13 @@ def report(summary: dict) -> str:
         h = fits["ps"]["heldout"]
         lines.append(f"  PS {fits['ps']['model']}: in-sample MAPE {pct(fits['ps']['mape'])}, held-out "
                      f"{pct(h.get('error'))} (worst split {pct(h.get('worst'))}; "
-                     f"{h.get('train_points')} fit / {h.get('test_points')} held out) {h.get('reason', '')}")
+                     f"{h.get('train_points')} fit / {h.get('test_points')} held out); measurement noise "
+                     f"{pct(fits['ps']['window_spread'])} {h.get('reason', '')}")
     if "dataparallel" in fits:
         h = fits["dataparallel"]["heldout"]
         lines.append(f"  data-parallel all-reduce: in-sample {pct(fits['dataparallel']['mape'])}, held-out "
-                     f"{pct(h.get('error'))} {h.get('reason', '')}")
+                     f"{pct(h.get('error'))}; measurement noise {pct(fits['dataparallel']['window_spread'])} "
+                     f"{h.get('reason', '')}")
     if "overhead" in fits:
         c = fits["overhead"]["costs"]
         lines.append("  overhead: " + ", ".join(f"{k} {v:.3g}" for k, v in c.items()))

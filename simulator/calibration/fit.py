@@ -39,6 +39,18 @@ def ps_samples(records: list[dict]) -> list[tuple[tuple, float]]:
     return [((r["p"], r["w"]), r["samples_per_s"]) for r in records]
 
 
+def window_spread(records: list[dict], key: str) -> float | None:
+    """Measurement noise: mean over points of the windows' mean absolute deviation from their
+    median, relative to the median. A fit cannot predict a point better than this."""
+    per = []
+    for r in records:
+        w = np.asarray(r.get(key) or [], dtype=np.float64)
+        if len(w) > 1:
+            med = np.median(w)
+            per.append(float(np.mean(np.abs(w - med)) / med))
+    return float(np.mean(per)) if per else None
+
+
 def fit_ps(records: list[dict], mode: str, batch: float, test_fraction: float, repeats: int) -> dict:
     """Optimus Eq. 4 (sync, global batch ``batch``) or Eq. 3 (async) in samples/s over (p, w)."""
     samples = ps_samples(records)
@@ -46,7 +58,8 @@ def fit_ps(records: list[dict], mode: str, batch: float, test_fraction: float, r
     model = make().fit(samples)
     return {"model": f"optimus_eq{4 if mode == 'sync' else 3}", "mode": mode, "batch": float(batch),
             "theta": [float(t) for t in model.theta], "mape": model.mape(samples),
-            "heldout": heldout(make, samples, test_fraction, repeats), "_model": model}
+            "heldout": heldout(make, samples, test_fraction, repeats),
+            "window_spread": window_spread(records, "windows_samples_per_s"), "_model": model}
 
 
 def dp_samples(records: list[dict]) -> list[tuple[tuple, float]]:
@@ -58,7 +71,8 @@ def fit_dp(records: list[dict], test_fraction: float, repeats: int) -> dict:
     samples = dp_samples(records)
     model = AllReduceSpeed().fit(samples)
     return {"model": "allreduce", "theta": [float(t) for t in model.theta], "mape": model.mape(samples),
-            "heldout": heldout(AllReduceSpeed, samples, test_fraction, repeats), "_model": model}
+            "heldout": heldout(AllReduceSpeed, samples, test_fraction, repeats),
+            "window_spread": window_spread(records, "windows_iter_s"), "_model": model}
 
 
 def fit_convergence(losses: list[float], train_fraction: float, threshold: float, patience: int) -> dict:

@@ -46,9 +46,11 @@ def ps_profile(cfg: dict, records: list[dict], fit: dict, common: dict, about: d
         "tasks": {"ps": {"cpu": float(s["threads"]["ps"])}, "worker": {"cpu": float(s["threads"]["worker"])}},
         "speed": {"kind": "optimus", "mode": s["mode"],
                   "points": [[r["p"], r["w"], r["samples_per_s"]] for r in records]},
-        "calibration": {**about, "fit": public(fit),
-                        "measured": [{k: r[k] for k in ("p", "w", "worker_batch", "samples_per_s", "steps_per_s",
-                                                        "ps_cores", "worker_cores")} for r in records]}}
+        "calibration": {**about, "hardware": {**about["hardware"], "device": "cpu", "backend": "gloo"},
+                        "fit": public(fit),
+                        "measured": [{k: r.get(k) for k in ("p", "w", "worker_batch", "samples_per_s",
+                                                            "windows_samples_per_s", "steps_per_s", "ps_cores",
+                                                            "worker_cores")} for r in records]}}
 
 
 def dp_profile(cfg: dict, records: list[dict], fit: dict, common: dict, about: dict) -> dict:
