@@ -20,6 +20,7 @@ def run(cfg: dict, command: str = "clustersim-calibrate") -> dict:
     from clustersim.simulator.calibration import converge, dataparallel, fit, ps, rescale, write
     from clustersim.simulator.calibration.launch import device_for, hardware
 
+    _check_sweeps(cfg)
     out = Path(cfg["out"])
     out.mkdir(parents=True, exist_ok=True)
     store = str(out / "points.jsonl")
@@ -43,8 +44,13 @@ def run(cfg: dict, command: str = "clustersim-calibrate") -> dict:
         fits["overhead"] = fit.fit_overhead(resc)
     if cfg["convergence"]["enabled"]:
         conv = converge.measure(cfg, store, progress)
-        fits["convergence"] = fit.fit_convergence(conv["losses"], 1.0 - float(f["test_fraction"]),
-                                                  float(cfg["convergence"]["threshold"]), int(cfg["convergence"]["patience"]))
+        try:
+            fits["convergence"] = fit.fit_convergence(conv["losses"], 1.0 - float(f["test_fraction"]),
+                                                      float(cfg["convergence"]["threshold"]),
+                                                      int(cfg["convergence"]["patience"]))
+        except ValueError as e:      # e.g. fewer than 3 epochs, or a loss of exactly 0
+            print(f"clustersim-calibrate: no convergence fit: {e}", file=sys.stderr)
+            conv = None
 
     common = write.common_block(conv, fits.get("convergence"), fits.get("overhead"))
     name, profiles = cfg["name"], {}
@@ -65,6 +71,17 @@ def run(cfg: dict, command: str = "clustersim-calibrate") -> dict:
                                   dp_recs and (dp_recs, fits["dataparallel"]),
                                   conv and (conv["losses"], fits["convergence"]), resc))
     return summary
+
+
+def _check_sweeps(cfg: dict) -> None:
+    """Refuse, before measuring, a speed sweep with fewer points than its model has coefficients."""
+    from clustersim.simulator.calibration import dataparallel, ps
+
+    need = {"ps": 5 if cfg["ps"]["mode"] == "sync" else 4, "dataparallel": 5}   # Eq. 4 / Eq. 3 / all-reduce
+    for name, mod in (("ps", ps), ("dataparallel", dataparallel)):
+        if cfg[name]["enabled"] and len(mod.points(cfg)) < need[name]:
+            raise ValueError(f"{name}: {len(mod.points(cfg))} points cannot fit {need[name]} coefficients; "
+                             f"sweep more sizes or set {name}.enabled=false")
 
 
 def report(summary: dict) -> str:

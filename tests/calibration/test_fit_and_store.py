@@ -92,3 +92,13 @@ def test_the_command_without_torch_says_how_to_install_it():
             "cli.main()")
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert p.returncode != 0 and "clustersim[calibrate]" in p.stderr and "torch==2.13.0" in p.stderr
+
+
+def test_a_sweep_too_small_for_its_model_is_refused_before_measuring():
+    from clustersim.simulator.calibration.cli import _check_sweeps
+    cfg = {"ps": {"enabled": True, "mode": "sync", "p": [1, 2], "w": [1, 2]},
+           "dataparallel": {"enabled": False, "workers": [1], "batch": [8]}}
+    with pytest.raises(ValueError, match="ps: 4 points cannot fit 5 coefficients"):
+        _check_sweeps(cfg)
+    cfg["ps"]["mode"] = "async"
+    _check_sweeps(cfg)                       # Eq. 3 has 4
