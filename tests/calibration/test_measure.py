@@ -145,3 +145,21 @@ def test_gpu_dataparallel_uses_nccl(tmp_path):
 
 def test_the_whole_module_stays_short(calibrated):
     assert calibrated[2] < 120, f"the tiny calibration took {calibrated[2]:.0f} s"
+
+
+def tiny_user_model(width: int = 4):
+    """A user's own model, reached through model.import_path."""
+    from clustersim.simulator.calibration.workloads import Workload
+    x = torch.randn(32, width)
+    return Workload(torch.nn.Linear(width, 2), (x,), (x.sum(1) > 0).long(), torch.nn.functional.cross_entropy)
+
+
+def test_a_users_model_is_built_through_its_import_path():
+    from clustersim.simulator.calibration import workloads
+    wl = workloads.build({"name": "mine", "import_path": f"{__name__}:tiny_user_model", "params": {"width": 6}})
+    (x,), y = wl.batch(step=3, size=8)
+    assert wl.parameter_count() == 6 * 2 + 2 and x.shape == (8, 6) and y.shape == (8,)
+    with pytest.raises(TypeError, match="must return"):
+        workloads.build({"import_path": "torch.nn:Linear", "params": {"in_features": 2, "out_features": 2}})
+    with pytest.raises(ValueError, match="package.module:function"):
+        workloads.build({"import_path": "nocolon"})
