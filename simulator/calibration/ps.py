@@ -12,8 +12,10 @@ Each task runs ``threads`` CPU threads (``torch.set_num_threads``, per role). On
 processes (the largest point) measures every pending (p, w): ranks 0..p-1 are the PS, p..p+w-1
 the workers, the others wait. A point: samples/s over all workers (the measured window is the
 slowest worker's), steps/s, and the cores each PS and each worker used (CPU time / wall time).
-The measured part is ``repeats`` consecutive windows of ``steps`` iterations; the point's speed is
-the median window's (robust to a burst of load from elsewhere on the host), every window is kept.
+The grid is measured ``repeats`` times in rounds, each round in a fresh seeded random order and
+each measurement a window of ``steps`` iterations after ``warmup``: load from elsewhere on the host
+that comes and goes then spreads over all points instead of hitting a few consecutive ones. A
+point's speed is the median of its rounds; every round is stored as it is measured.
 """
 
 from __future__ import annotations
@@ -26,15 +28,26 @@ from clustersim.simulator.calibration.store import PointStore, point_key
 KIND = "ps"
 
 
-def key(cfg: dict, p: int, w: int) -> str:
+def key(cfg: dict, p: int, w: int, round_: int) -> str:
     s = cfg["ps"]
-    return point_key(KIND, p=p, w=w, mode=s["mode"], batch=s["batch"], steps=s["steps"], warmup=s["warmup"],
-                     repeats=s["repeats"], threads=s["threads"], model=cfg["model"])
+    return point_key(KIND, p=p, w=w, round=round_, mode=s["mode"], batch=s["batch"], steps=s["steps"],
+                     warmup=s["warmup"], threads=s["threads"], model=cfg["model"])
 
 
 def points(cfg: dict) -> list[tuple[int, int]]:
     s = cfg["ps"]
     return [(int(p), int(w)) for p in s["p"] for w in s["w"]]
+
+
+def rounds(cfg: dict) -> list[tuple[int, int, int]]:
+    """Every (p, w, round), each round's points in a seeded random order."""
+    import random
+    grid, out = points(cfg), []
+    for r in range(int(cfg["ps"]["repeats"])):
+        order = list(grid)
+        random.Random(r).shuffle(order)
+        out += [(p, w, r) for p, w in order]
+    return out
 
 
 def worker_batch(cfg: dict, w: int) -> int:
@@ -51,13 +64,25 @@ def measure(cfg: dict, store_path: str, progress: bool = False) -> list[dict]:
     if cfg["ps"]["mode"] not in ("sync", "async"):
         raise ValueError(f"ps.mode must be sync or async, got {cfg['ps']['mode']!r}")
     store = PointStore(store_path)
-    todo = [pt for pt in points(cfg) if key(cfg, *pt) not in store]
+    todo = [pt for pt in rounds(cfg) if key(cfg, *pt) not in store]
     if todo:
-        world = max(p + w for p, w in todo)
+        world = max(p + w for p, w, _ in todo)
         start_pool(_rank, (world, todo, cfg, free_port(), store_path, progress), world, "cpu",
                    cfg.get("start_method", "auto"))
         store = PointStore(store_path)
-    return [store.get(key(cfg, *pt)) for pt in points(cfg)]
+    reps = range(int(cfg["ps"]["repeats"]))
+    return [aggregate([store.get(key(cfg, p, w, r)) for r in reps]) for p, w in points(cfg)]
+
+
+def aggregate(measured: list[dict]) -> dict:
+    """One (p, w) point from its rounds: the median speed, the mean CPU use, every round's speed."""
+    first = measured[0]
+    rate = float(statistics.median(m["samples_per_s"] for m in measured))
+    return {**{k: first[k] for k in ("kind", "p", "w", "mode", "worker_batch", "global_batch", "threads")},
+            "samples_per_s": rate, "steps_per_s": rate / first["global_batch"],
+            "windows_samples_per_s": [m["samples_per_s"] for m in measured],
+            "ps_cores": float(statistics.mean(m["ps_cores"] for m in measured)),
+            "worker_cores": float(statistics.mean(m["worker_cores"] for m in measured))}
 
 
 def _rank(rank: int, world: int, todo: list, cfg: dict, port: int, store_path: str, progress: bool) -> None:
@@ -74,25 +99,24 @@ def _rank(rank: int, world: int, todo: list, cfg: dict, port: int, store_path: s
     if rank == 0:
         from tqdm import tqdm
         bar = tqdm(total=len(todo), desc="calibrate parameter server", unit="point", disable=not progress)
-    for p, w in todo:
+    for p, w, round_ in todo:
         role = "ps" if rank < p else "worker" if rank < p + w else None
         if role:
             torch.set_num_threads(int(s["threads"][role]))
         m = worker_batch(cfg, w)
-        reps = int(s["repeats"])
         if role == "ps":
             out = _serve(wl, rank, p, w, s, float(cfg["lr"]))
         elif role == "worker":
             out = _work(wl, rank - p, p, m, s)
         else:
-            out = (0.0, 0.0, [0.0] * reps)
-        # (role code, cores, samples per window, seconds of each window) of every rank, to rank 0
+            out = (0.0, 0.0, 0.0)
+        # (role code, cores, samples, seconds) of every rank, to rank 0
         code = {"ps": 1.0, "worker": 2.0, None: 0.0}[role]
-        mine = torch.tensor([code, out[0], out[1], *out[2]], dtype=torch.float64)
-        every = [torch.zeros(3 + reps, dtype=torch.float64) for _ in range(world)]
+        mine = torch.tensor([code, *out], dtype=torch.float64)
+        every = [torch.zeros(4, dtype=torch.float64) for _ in range(world)]
         dist.all_gather(every, mine)
         if rank == 0:
-            store.add(key(cfg, p, w), _point(p, w, m, s, every))
+            store.add(key(cfg, p, w, round_), {**_point(p, w, m, s, every), "round": round_})
         if bar is not None:
             bar.update(1)
     if bar is not None:
@@ -103,10 +127,8 @@ def _rank(rank: int, world: int, todo: list, cfg: dict, port: int, store_path: s
 def _point(p: int, w: int, m: int, s: dict, every: list) -> dict:
     ps = [t for t in every if t[0] == 1.0]
     workers = [t for t in every if t[0] == 2.0]
-    samples = sum(float(t[2]) for t in workers)
-    windows = [samples / max(float(t[3 + j]) for t in workers) for j in range(int(s["repeats"]))]
-    rate = float(statistics.median(windows))
-    return {"kind": KIND, "p": p, "w": w, "mode": s["mode"], "worker_batch": m, "windows_samples_per_s": windows,
+    rate = sum(float(t[2]) for t in workers) / max(float(t[3]) for t in workers)
+    return {"kind": KIND, "p": p, "w": w, "mode": s["mode"], "worker_batch": m,
             "global_batch": m * w if s["mode"] == "sync" else m, "samples_per_s": rate,
             "steps_per_s": rate / (m * w if s["mode"] == "sync" else m),
             "ps_cores": sum(float(t[1]) for t in ps) / len(ps),
@@ -135,7 +157,7 @@ def _serve(wl, k: int, p: int, w: int, s: dict, lr: float) -> tuple[float, float
     flat = torch.cat([q.detach().reshape(-1) for q in wl.model.parameters()])
     lo, hi = shards(flat.numel(), p)[k]
     theta = flat[lo:hi].clone()
-    warmup, steps = int(s["warmup"]), int(s["steps"]) * int(s["repeats"])
+    warmup, steps = int(s["warmup"]), int(s["steps"])
     meter = CpuMeter()
     if s["mode"] == "sync":
         bufs = [torch.empty_like(theta) for _ in range(w)]
@@ -156,12 +178,11 @@ def _serve(wl, k: int, p: int, w: int, s: dict, lr: float) -> tuple[float, float
             src = dist.recv(buf)                  # any worker
             theta -= lr * buf
             dist.isend(theta.clone(), dst=src).wait()
-    return meter.cores(), 0.0, [0.0] * int(s["repeats"])
+    return meter.cores(), 0.0, 0.0
 
 
-def _work(wl, i: int, p: int, m: int, s: dict) -> tuple[float, float, list[float]]:
-    """Worker i: warmup, then ``repeats`` windows of ``steps`` iterations; (cores over all windows,
-    samples per window, seconds of each window)."""
+def _work(wl, i: int, p: int, m: int, s: dict) -> tuple[float, float, float]:
+    """Worker i: ``warmup + steps`` iterations; (cores, samples, seconds) of the measured part."""
     import torch
     import torch.distributed as dist
 
@@ -169,14 +190,11 @@ def _work(wl, i: int, p: int, m: int, s: dict) -> tuple[float, float, list[float
 
     bounds = shards(wl.parameter_count(), p)
     params = torch.empty(wl.parameter_count())
-    warmup, steps, reps = int(s["warmup"]), int(s["steps"]), int(s["repeats"])
-    meter, t0, windows = CpuMeter(), time.perf_counter(), []
-    for it in range(warmup + steps * reps):
+    warmup, steps = int(s["warmup"]), int(s["steps"])
+    meter, t0 = CpuMeter(), time.perf_counter()
+    for it in range(warmup + steps):
         if it == warmup:
             meter, t0 = CpuMeter(), time.perf_counter()
-        elif it > warmup and (it - warmup) % steps == 0:
-            windows.append(time.perf_counter() - t0)
-            t0 = time.perf_counter()
         x, y = wl.batch(it, m, offset=i * m)
         wl.model.zero_grad(set_to_none=False)
         wl.loss(wl.model(*x), y).backward()
@@ -186,5 +204,4 @@ def _work(wl, i: int, p: int, m: int, s: dict) -> tuple[float, float, list[float
         for r in reqs:
             r.wait()
         set_flat(wl.model, params)
-    windows.append(time.perf_counter() - t0)
-    return meter.cores(), float(steps * m), windows
+    return meter.cores(), float(steps * m), time.perf_counter() - t0

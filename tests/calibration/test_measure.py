@@ -17,7 +17,7 @@ import torch  # noqa: E402
 from omegaconf import OmegaConf  # noqa: E402
 
 from clustersim.simulator import profiles  # noqa: E402
-from clustersim.simulator.calibration import cli, dataparallel  # noqa: E402
+from clustersim.simulator.calibration import cli, dataparallel, ps  # noqa: E402
 from clustersim.simulator.calibration.store import PointStore  # noqa: E402
 from clustersim.simulator.speed import AllReduceSpeed, OptimusSpeed  # noqa: E402
 
@@ -51,7 +51,8 @@ def records(summary, kind):
 
 def test_ps_runner_measures_every_point_with_positive_throughput_and_cpu(calibrated):
     cfg, summary, _ = calibrated
-    pts = records(summary, "ps")
+    assert len(records(summary, "ps")) == 6 * 2                 # every round stored as measured
+    pts = ps.measure(cfg, f"{summary['out']}/points.jsonl")       # all stored: the rounds' medians
     assert sorted((r["p"], r["w"]) for r in pts) == [(1, 1), (1, 2), (1, 3), (2, 1), (2, 2), (2, 3)]
     assert all(len(r["windows_samples_per_s"]) == 2 for r in pts)
     for r in pts:
