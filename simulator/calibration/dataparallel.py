@@ -34,20 +34,21 @@ def points(cfg: dict) -> list[tuple[int, int]]:
 
 def measure(cfg: dict, store_path: str, progress: bool = False) -> list[dict]:
     """Measure every point of the sweep not yet in the store; return all the sweep's points."""
-    from clustersim.simulator.calibration.launch import device_for, free_port, start_pool
+    from clustersim.simulator.calibration.launch import device_for, rendezvous, start_pool
 
     store = PointStore(store_path)
     todo = [pt for pt in points(cfg) if key(cfg, *pt) not in store]
     if todo:
         world = max(n for n, _ in todo)
         kind, backend = device_for(cfg["device"], world)
-        start_pool(_rank, (world, todo, cfg, kind, backend, free_port(), store_path, progress), world, kind,
-                   cfg.get("start_method", "auto"))
+        with rendezvous() as init:
+            start_pool(_rank, (world, todo, cfg, kind, backend, init, store_path, progress), world, kind,
+                       cfg.get("start_method", "auto"))
         store = PointStore(store_path)
     return [store.get(key(cfg, *pt)) for pt in points(cfg)]
 
 
-def _rank(rank: int, world: int, todo: list, cfg: dict, kind: str, backend: str, port: int,
+def _rank(rank: int, world: int, todo: list, cfg: dict, kind: str, backend: str, init: str,
           store_path: str, progress: bool) -> None:
     import torch
     import torch.distributed as dist
@@ -55,7 +56,7 @@ def _rank(rank: int, world: int, todo: list, cfg: dict, kind: str, backend: str,
     from clustersim.simulator.calibration import launch, workloads
 
     d = cfg["dataparallel"]
-    launch.init_group(backend, port, rank, world, cfg["timeout_s"], d["threads"])
+    launch.init_group(backend, init, rank, world, cfg["timeout_s"], d["threads"])
     device = launch.local_device(kind, rank)
     wl = workloads.build(cfg["model"]).to(device)
     opt = torch.optim.SGD(wl.model.parameters(), lr=float(cfg["lr"]))

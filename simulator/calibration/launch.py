@@ -4,7 +4,7 @@ The speed sweeps start their pool of processes with ``start_method`` (auto: ``fo
 it saves each process the seconds of starting Python and torch, ``spawn`` with CUDA, which cannot
 be forked); the time a process takes to start does not enter a speed measurement. The rescale runs
 always spawn: a fresh process's start is part of what they measure. Every process joins a gloo or
-NCCL group through a TCP rendezvous on this host and sets its CPU threads
+NCCL group through a rendezvous on this host (a file, or the rescale driver's store) and sets its CPU threads
 (``torch.set_num_threads``) before any work.
 """
 
@@ -12,8 +12,11 @@ from __future__ import annotations
 
 import os
 import platform
+import shutil
 import socket
+import tempfile
 import time
+from contextlib import contextmanager
 from datetime import timedelta
 
 import torch
@@ -21,6 +24,7 @@ import torch.distributed as dist
 
 
 def free_port() -> int:
+    """A TCP port free now (the rescale driver's store binds it before its tasks need it)."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
@@ -62,11 +66,23 @@ def local_device(kind: str, rank: int) -> torch.device:
     return torch.device("cpu")
 
 
-def init_group(backend: str, port: int, rank: int, world: int, timeout_s: float, threads: int | None = None) -> None:
+def init_group(backend: str, init_method: str | None, rank: int, world: int, timeout_s: float,
+               threads: int | None = None, store=None) -> None:
+    """Join a group through ``init_method`` (e.g. ``file://<path>``) or through ``store``."""
     if threads:
         torch.set_num_threads(int(threads))
-    dist.init_process_group(backend, init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world,
-                            timeout=timedelta(seconds=float(timeout_s)))
+    how = {"store": store} if store is not None else {"init_method": init_method}
+    dist.init_process_group(backend, rank=rank, world_size=world, timeout=timedelta(seconds=float(timeout_s)), **how)
+
+
+@contextmanager
+def rendezvous():
+    """A fresh ``file://`` rendezvous for one pool: no port that another program could take first."""
+    d = tempfile.mkdtemp(prefix="clustersim-rdzv-")
+    try:
+        yield f"file://{d}/store"
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
 
 
 def sync(device: torch.device) -> None:

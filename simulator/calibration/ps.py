@@ -59,7 +59,7 @@ def worker_batch(cfg: dict, w: int) -> int:
 
 def measure(cfg: dict, store_path: str, progress: bool = False) -> list[dict]:
     """Measure every (p, w) of the sweep not yet in the store; return all the sweep's points."""
-    from clustersim.simulator.calibration.launch import free_port, start_pool
+    from clustersim.simulator.calibration.launch import rendezvous, start_pool
 
     if cfg["ps"]["mode"] not in ("sync", "async"):
         raise ValueError(f"ps.mode must be sync or async, got {cfg['ps']['mode']!r}")
@@ -67,8 +67,9 @@ def measure(cfg: dict, store_path: str, progress: bool = False) -> list[dict]:
     todo = [pt for pt in rounds(cfg) if key(cfg, *pt) not in store]
     if todo:
         world = max(p + w for p, w, _ in todo)
-        start_pool(_rank, (world, todo, cfg, free_port(), store_path, progress), world, "cpu",
-                   cfg.get("start_method", "auto"))
+        with rendezvous() as init:
+            start_pool(_rank, (world, todo, cfg, init, store_path, progress), world, "cpu",
+                       cfg.get("start_method", "auto"))
         store = PointStore(store_path)
     reps = range(int(cfg["ps"]["repeats"]))
     return [aggregate([store.get(key(cfg, p, w, r)) for r in reps]) for p, w in points(cfg)]
@@ -85,14 +86,14 @@ def aggregate(measured: list[dict]) -> dict:
             "worker_cores": float(statistics.mean(m["worker_cores"] for m in measured))}
 
 
-def _rank(rank: int, world: int, todo: list, cfg: dict, port: int, store_path: str, progress: bool) -> None:
+def _rank(rank: int, world: int, todo: list, cfg: dict, init: str, store_path: str, progress: bool) -> None:
     import torch
     import torch.distributed as dist
 
     from clustersim.simulator.calibration import launch, workloads
 
     s = cfg["ps"]
-    launch.init_group("gloo", port, rank, world, cfg["timeout_s"])
+    launch.init_group("gloo", init, rank, world, cfg["timeout_s"])
     wl = workloads.build(cfg["model"])
     store = PointStore(store_path) if rank == 0 else None
     bar = None

@@ -1,7 +1,8 @@
 """Real rescales of a data-parallel job from n to n' > n workers, with both mechanisms.
 
 Timestamps are wall-clock (``time.time()``, one host); the driver (this process) hosts a
-``TCPStore`` the tasks report through.
+``TCPStore`` the tasks report through and rendezvous on (one key prefix per group, so no port
+has to stay free between a group's planning and its start).
 
 stop-resume (EDL §2, Optimus §5.4): the n workers train ``pre_steps`` iterations; at the end of
 the last one (``t_stop``) rank 0 saves a checkpoint (model and optimizer state, ``torch.save``),
@@ -132,19 +133,16 @@ class _Driver:
 
 
 def stop_resume(cfg: dict, n_old: int, n_new: int, kind: str, backend: str, workdir: Path) -> dict:
-    from clustersim.simulator.calibration.launch import free_port
-
     drv = _Driver(cfg, kind)
     ckpt = workdir / f"rescale_checkpoint_{os.getpid()}.pt"
-    port_a, port_b = free_port(), free_port()
     for r in range(n_old):
-        drv.launch(_resume_old, r, n_old, port_a, kind, backend, str(ckpt), fresh=False)
+        drv.launch(_resume_old, r, n_old, kind, backend, str(ckpt), fresh=False)
     drv.serve()
     drv.join()
     t_exited = time.time()
     old = drv.result("old/0")
     for r in range(n_new):
-        drv.launch(_resume_new, r, n_new, port_b, kind, backend, str(ckpt))
+        drv.launch(_resume_new, r, n_new, kind, backend, str(ckpt))
     drv.join()
     new = [drv.result(f"new/{r}") for r in range(n_new)]
     size = ckpt.stat().st_size
@@ -157,15 +155,12 @@ def stop_resume(cfg: dict, n_old: int, n_new: int, kind: str, backend: str, work
 
 
 def stop_free(cfg: dict, n_old: int, n_new: int, kind: str, backend: str, workdir: Path) -> dict:
-    from clustersim.simulator.calibration.launch import free_port
-
     drv = _Driver(cfg, kind)
-    port_a, port_b = free_port(), free_port()
     for r in range(n_old):
-        drv.launch(_free_old, r, n_old, n_new, port_a, port_b, kind, backend, fresh=False)
+        drv.launch(_free_old, r, n_old, n_new, kind, backend, fresh=False)
     drv.serve()
     drv.wait_counter("steps", int(cfg["overhead"]["pre_steps"]))
-    t_launch = [drv.launch(_free_new, r, n_new, port_b, kind, backend) for r in range(n_old, n_new)][0]
+    t_launch = [drv.launch(_free_new, r, n_new, kind, backend) for r in range(n_old, n_new)][0]
     drv.join()
     old = [drv.result(f"old/{r}") for r in range(n_old)]
     new = [drv.result(f"new/{r}") for r in range(n_old, n_new)]
@@ -186,6 +181,14 @@ def _td(seconds: float):
 def _client(port: int, timeout: float):
     import torch.distributed as dist
     return dist.TCPStore("127.0.0.1", port, is_master=False, timeout=_td(timeout))
+
+
+def _join(st, group: str, backend: str, rank: int, world: int, timeout: float) -> None:
+    """Join the process group ``group`` through the driver's store."""
+    import torch.distributed as dist
+
+    from clustersim.simulator.calibration.launch import init_group
+    init_group(backend, None, rank, world, timeout, store=dist.PrefixStore(group, st))
 
 
 class _Trainer:
@@ -237,14 +240,12 @@ class _Trainer:
         return (time.perf_counter() - t0) / max(steps, 1)
 
 
-def _resume_old(rank, n, port, kind, backend, ckpt, store_port, cfg) -> None:
+def _resume_old(rank, n, kind, backend, ckpt, store_port, cfg) -> None:
     import torch
     import torch.distributed as dist
 
-    from clustersim.simulator.calibration.launch import init_group
-
     o, st = cfg["overhead"], _client(store_port, cfg["timeout_s"])
-    init_group(backend, port, rank, n, cfg["timeout_s"])
+    _join(st, "old/", backend, rank, n, cfg["timeout_s"])
     tr = _Trainer(cfg, rank, kind)
     step_s = tr.train(n, int(o["pre_steps"]))
     t_stop = time.time()
@@ -256,14 +257,12 @@ def _resume_old(rank, n, port, kind, backend, ckpt, store_port, cfg) -> None:
     st.set(f"old/{rank}", json.dumps({"t_stop": t_stop, "t_saved": t_saved, "step_s": step_s}))
 
 
-def _resume_new(rank, n, port, kind, backend, ckpt, store_port, cfg) -> None:
+def _resume_new(rank, n, kind, backend, ckpt, store_port, cfg) -> None:
     import torch
     import torch.distributed as dist
 
-    from clustersim.simulator.calibration.launch import init_group
-
     st = _client(store_port, cfg["timeout_s"])
-    init_group(backend, port, rank, n, cfg["timeout_s"])
+    _join(st, "new/", backend, rank, n, cfg["timeout_s"])
     tr = _Trainer(cfg, rank, kind)
     t_built = time.time()
     state = torch.load(ckpt, map_location=tr.device)
@@ -278,14 +277,12 @@ def _resume_new(rank, n, port, kind, backend, ckpt, store_port, cfg) -> None:
     st.set(f"new/{rank}", json.dumps({"t_built": t_built, "t_loaded": t_loaded, "t_first": t_first}))
 
 
-def _free_old(rank, n_old, n_new, port_a, port_b, kind, backend, store_port, cfg) -> None:
+def _free_old(rank, n_old, n_new, kind, backend, store_port, cfg) -> None:
     import torch
     import torch.distributed as dist
 
-    from clustersim.simulator.calibration.launch import init_group
-
     o, st = cfg["overhead"], _client(store_port, cfg["timeout_s"])
-    init_group(backend, port_a, rank, n_old, cfg["timeout_s"])
+    _join(st, "a/", backend, rank, n_old, cfg["timeout_s"])
     tr = _Trainer(cfg, rank, kind)
     pre, joining = int(o["pre_steps"]), n_new - n_old
     step_s = tr.train(n_old, pre)
@@ -303,7 +300,7 @@ def _free_old(rank, n_old, n_new, port_a, port_b, kind, backend, store_port, cfg
     t_stop = time.time()
     prepare_step_s = (time.perf_counter() - t0) / steps
     dist.destroy_process_group()
-    init_group(backend, port_b, rank, n_new, cfg["timeout_s"])
+    _join(st, "b/", backend, rank, n_new, cfg["timeout_s"])
     tr.broadcast()
     t_resume = time.time()
     tr.train(n_new, int(o["post_steps"]))
@@ -312,14 +309,12 @@ def _free_old(rank, n_old, n_new, port_a, port_b, kind, backend, store_port, cfg
                                       "step_s_prepare": prepare_step_s, "steps_prepare": steps}))
 
 
-def _free_new(rank, n_new, port_b, kind, backend, store_port, cfg) -> None:
-    from clustersim.simulator.calibration.launch import init_group
-
+def _free_new(rank, n_new, kind, backend, store_port, cfg) -> None:
     st = _client(store_port, cfg["timeout_s"])
     tr = _Trainer(cfg, rank, kind)               # preparation: model, data, device
     t_ready = time.time()
     st.add("ready", 1)
-    init_group(backend, port_b, rank, n_new, cfg["timeout_s"])
+    _join(st, "b/", backend, rank, n_new, cfg["timeout_s"])
     tr.broadcast()
     t_resume = time.time()
     tr.train(n_new, int(cfg["overhead"]["post_steps"]))
