@@ -9,7 +9,7 @@ BIN = $(VENV)/bin
 $(VENV)/.deps: pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q ".[dev]"
+	$(BIN)/python -m pip install -q ".[dev,calibrate]"   # calibrate: torch==2.13.0, a local CPU build
 	touch $@
 
 # the package itself, installed as users install it (not editable), so the CLI finds its configs that way

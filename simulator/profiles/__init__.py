@@ -23,7 +23,8 @@ import yaml
 from clustersim.simulator.job import JobSpec, task_demand
 from clustersim.simulator.overhead import DEFAULT_COSTS, ModelCosts
 from clustersim.simulator.registry import Registry
-from clustersim.simulator.speed import AllReduceSpeed, DLRoverSpeed, ProfileSpeed, TableSpeed, scaling_role
+from clustersim.simulator.speed import (AllReduceSpeed, DLRoverSpeed, OptimusSpeed, ProfileSpeed, TableSpeed,
+                                        scaling_role)
 
 HERE = Path(__file__).parent
 FAMILIES = ("gpu", "ps")
@@ -60,7 +61,7 @@ class Profile:
     tasks: dict = field(default_factory=dict)          # role -> {cpu, mem, gpu}
     convergence: dict | None = None                    # {b0, b1, b2}
     aliases: tuple[str, ...] = ()
-    model: object = None                               # AllReduceSpeed | DLRoverSpeed | TableSpeed
+    model: object = None                               # AllReduceSpeed | DLRoverSpeed | OptimusSpeed | TableSpeed
     tables: dict = field(default_factory=dict)         # batch -> TableSpeed over (gpus,) (gpu tables)
     gpus_per_node: int = 8                             # of the testbed a table was measured on
     dataset_size: float | None = None                  # samples per epoch (sizes convergence-driven jobs)
@@ -295,6 +296,20 @@ class _TableKind:
         return float(prof.tables[row].predict((n,))[0]) * row / batch   # same samples/s at another batch
 
 
+@SPEED_KINDS.register("optimus")
+class _OptimusKind:
+    """PS job: Optimus Eq. 3 (async) / Eq. 4 (sync) fitted at load time to measured (p, w, samples/s)
+    points, e.g. a calibration's (simulator/calibration); rates as a PS grid's."""
+
+    @staticmethod
+    def build(prof, speed, raw, built, chain, where):
+        if prof.family != "ps":
+            raise ProfileError(f"{where}: speed.kind optimus is a parameter-server model (family ps)")
+        prof.model = _optimus(speed, prof.batch_size, where)
+
+    rate = _TableKind.rate
+
+
 @SPEED_KINDS.register("dlrover")
 class _DLRoverKind:
     """PS job: DLRover-RM Eqs. 1-6 in workers, PS and the CPU each task is granted."""
@@ -388,6 +403,18 @@ def _grid(speed, where) -> TableSpeed:
     except (TypeError, KeyError, IndexError):
         raise ProfileError(f"{where}: speed.grid needs p, w and a p x w samples_per_s matrix") from None
     return TableSpeed(pts)
+
+
+def _optimus(speed, batch: float, where) -> OptimusSpeed:
+    """Optimus Eq. 3 (async) / Eq. 4 (sync) fitted to measured (p, w, samples/s) points, e.g. a
+    calibration's (simulator/calibration); the batch in Eq. 4 is the profile's global batch M."""
+    pts, mode = speed.get("points"), speed.get("mode", "sync")
+    if not isinstance(pts, list) or any(not isinstance(r, list) or len(r) != 3 for r in pts):
+        raise ProfileError(f"{where}: speed.points must be rows [PS, workers, samples/s]")
+    try:
+        return OptimusSpeed(mode, batch).fit([((r[0], r[1]), r[2]) for r in pts])
+    except ValueError as e:
+        raise ProfileError(f"{where}: speed: {e}") from None
 
 
 def _dlrover(speed, where) -> DLRoverSpeed:

@@ -1,0 +1,134 @@
+"""Fit the simulator's own models to measured points and report how well they predict.
+
+No second fitter: speed uses ``OptimusSpeed`` (Eq. 3/4) and ``AllReduceSpeed`` with
+``holdout_mape`` (simulator/speed.py), convergence ``LossFitter`` (simulator/convergence.py), the
+overhead model is ``ModelCosts`` (simulator/overhead.py).
+
+Held-out error: ``holdout_mape`` fits on a seeded random ``1 - test_fraction`` of the points and
+reports the mean absolute percentage error on the rest; it is repeated for ``repeats`` seeds (a
+different split each) and the mean, worst and each split's figure are reported, since one split
+of a dozen points is noisy. Optimus §3.2 / Fig. 8 measure the same thing (<6% with 10 of 400
+(p, w) pairs).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from clustersim.simulator.convergence import LossFitter
+from clustersim.simulator.overhead import ModelCosts
+from clustersim.simulator.speed import AllReduceSpeed, OptimusSpeed, holdout_mape
+
+
+def heldout(make, samples: list, test_fraction: float, repeats: int) -> dict:
+    """Held-out MAPE of a fresh ``make()`` model over ``repeats`` seeded splits (fractions)."""
+    n = len(samples)
+    n_test = max(1, int(round(test_fraction * n)))
+    need = make().n_coef
+    if n - n_test < need:
+        return {"error": None, "reason": f"{n} points leave {n - n_test} to fit {need} coefficients; "
+                                         f"measure more points or lower fit.test_fraction"}
+    errs = [holdout_mape(make(), samples, test_fraction, seed) for seed in range(int(repeats))]
+    return {"error": float(np.mean(errs)), "worst": float(np.max(errs)), "splits": [float(e) for e in errs],
+            "test_fraction": float(test_fraction), "train_points": n - n_test, "test_points": n_test}
+
+
+def ps_samples(records: list[dict]) -> list[tuple[tuple, float]]:
+    return [((r["p"], r["w"]), r["samples_per_s"]) for r in records]
+
+
+def window_spread(records: list[dict], key: str) -> float | None:
+    """Measurement noise: mean over points of the windows' mean absolute deviation from their
+    median, relative to the median. A fit cannot predict a point better than this."""
+    per = []
+    for r in records:
+        w = np.asarray(r.get(key) or [], dtype=np.float64)
+        if len(w) > 1:
+            med = np.median(w)
+            per.append(float(np.mean(np.abs(w - med)) / med))
+    return float(np.mean(per)) if per else None
+
+
+def fit_ps(records: list[dict], mode: str, batch: float, test_fraction: float, repeats: int) -> dict:
+    """Optimus Eq. 4 (sync, global batch ``batch``) or Eq. 3 (async) in samples/s over (p, w)."""
+    samples = ps_samples(records)
+    make = lambda: OptimusSpeed(mode, batch)  # noqa: E731
+    model = make().fit(samples)
+    return {"model": f"optimus_eq{4 if mode == 'sync' else 3}", "mode": mode, "batch": float(batch),
+            "theta": [float(t) for t in model.theta], "mape": model.mape(samples),
+            "heldout": heldout(make, samples, test_fraction, repeats),
+            "window_spread": window_spread(records, "windows_samples_per_s"), "_model": model}
+
+
+def dp_samples(records: list[dict]) -> list[tuple[tuple, float]]:
+    """((workers, nodes spanned, global batch), iterations/s); one host, so one node."""
+    return [((r["n"], 1, r["global_batch"]), r["iters_per_s"]) for r in records]
+
+
+def fit_dp(records: list[dict], test_fraction: float, repeats: int) -> dict:
+    samples = dp_samples(records)
+    model = AllReduceSpeed().fit(samples)
+    return {"model": "allreduce", "theta": [float(t) for t in model.theta], "mape": model.mape(samples),
+            "heldout": heldout(AllReduceSpeed, samples, test_fraction, repeats),
+            "window_spread": window_spread(records, "windows_iter_s"), "_model": model}
+
+
+def fit_convergence(losses: list[float], train_fraction: float, threshold: float, patience: int) -> dict:
+    """Optimus Eq. 1 (``LossFitter``); held out: fit the first epochs, predict the rest.
+
+    Errors are in units of the first epoch's loss (the simulator's convergence rule normalises by
+    it; a relative error per epoch explodes as the loss nears 0). Also reported: the epoch the
+    rule (``threshold``, ``patience``) declares convergence at, measured and as the partial fit
+    predicts it.
+    """
+    y = np.asarray(losses, dtype=np.float64)
+    k_all = np.arange(1, len(y) + 1)
+    full = LossFitter().fit(y)
+    out = {"b": dict(zip(("b0", "b1", "b2"), full.b)), "scale": full.scale,
+           "error": float(np.mean(np.abs(full.predict(k_all) - y)) / y[0])}
+    k = max(3, int(math.floor(train_fraction * len(y))))
+    if k < len(y):
+        head = LossFitter().fit(y[:k])
+        out["heldout"] = {"error": float(np.mean(np.abs(head.predict(k_all[k:]) - y[k:])) / y[0]),
+                          "train_epochs": k, "test_epochs": len(y) - k,
+                          "epochs_measured": len(y),
+                          "epochs_predicted": head.total_epochs(threshold, patience=patience)}
+    else:
+        out["heldout"] = {"error": None, "reason": f"{len(y)} epochs: too few to hold any out"}
+    out["_fitter"] = full
+    return out
+
+
+def fit_overhead(records: list[dict]) -> dict:
+    """``ModelCosts`` from the measured rescales: each cost the mean over sizes (EDL §6.1 finds the
+    size's influence negligible); held out: each size's pause predicted by the other sizes' mean."""
+    sr = [r for r in records if r["mechanism"] == "stop_resume"]
+    sf = [r for r in records if r["mechanism"] == "stop_free"]
+    mean = lambda rs, k: float(np.mean([r[k] for r in rs]))  # noqa: E731
+    costs = {}
+    if sr:
+        costs.update(launch_s=mean(sr, "launch_s"), stop_resume_s=mean(sr, "pause_s"),
+                     checkpoint_gb=mean(sr, "checkpoint_gb"))
+    if sf:
+        costs.update(stop_free_prepare_s=mean(sf, "prepare_s"), stop_free_pause_s=mean(sf, "pause_s"))
+    ModelCosts.from_dict(costs, "calibrated overhead")          # the simulator's own validation
+    out = {"costs": costs, "not_measured": ["scale_in_s"], "heldout": {}}
+    for name, rs in (("stop_resume_s", sr), ("stop_free_pause_s", sf)):
+        sizes = sorted({(r["n_old"], r["n_new"]) for r in rs})
+        if len(sizes) < 2:
+            out["heldout"][name] = {"error": None, "reason": "one size measured: nothing to hold out"}
+            continue
+        errs = []
+        for s in sizes:
+            test = [r["pause_s"] for r in rs if (r["n_old"], r["n_new"]) == s]
+            train = [r["pause_s"] for r in rs if (r["n_old"], r["n_new"]) != s]
+            errs += [abs(np.mean(train) - t) / t for t in test]
+        out["heldout"][name] = {"error": float(np.mean(errs)), "sizes": [list(s) for s in sizes]}
+    return out
+
+
+def public(fit: dict) -> dict:
+    """A fit result without its live model objects (for YAML/JSON)."""
+    return {k: v for k, v in fit.items() if not k.startswith("_")}

@@ -1,0 +1,18 @@
+"""The installed package holds every subpackage of the repository's mapped folders."""
+
+import tomllib
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_every_package_folder_is_listed_for_installation():
+    cfg = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    listed, mapped = set(cfg["packages"]), cfg["package-dir"]
+    found = set()
+    for name, folder in mapped.items():
+        for init in (ROOT / folder).rglob("__init__.py"):
+            rel = init.parent.relative_to(ROOT / folder).parts
+            found.add(".".join((name, *rel)))
+    assert found - listed == set(), "add these packages to pyproject's packages list"
+    assert listed - found == set(), "these listed packages have no folder"
