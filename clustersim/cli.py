@@ -19,7 +19,7 @@ from hydra.types import RunMode
 from omegaconf import DictConfig, open_dict
 
 import clustersim.sweep  # noqa: F401  (registers ${run_name:...} for the run directories)
-from clustersim.experiment import is_complete, mark_failed, report, run
+from clustersim.experiment import GROUPS, is_complete, mark_failed, report, run
 from clustersim.simulator.errors import ConfigError, PolicyError, TraceError, UnfinishedJobsError
 
 USER_ERRORS = (ConfigError, TraceError, PolicyError, UnfinishedJobsError)
@@ -51,5 +51,77 @@ def main(cfg: DictConfig) -> None:
     print(report(cfg, summary, run_dir), flush=True)
 
 
-if __name__ == "__main__":
+def choices() -> dict[str, list[tuple[str, str]]]:
+    """Each config group's choices with the first line of their config file; hand-made trace
+    samples (``bundled:samples/``) say so."""
+    from importlib.resources import files
+
+    out = {}
+    for group in GROUPS:
+        rows = []
+        for f in sorted(files("clustersim.configs").joinpath(group).iterdir(), key=lambda f: f.name):
+            if not f.name.endswith(".yaml"):
+                continue
+            text = f.read_text()
+            first = text.splitlines()[0].lstrip("# ").strip() if text.startswith("#") else ""
+            if "bundled:samples/" in text:
+                first = "[hand-made SAMPLE of the format: set trace.path] " + first.split("; hand-made sample")[0]
+            rows.append((f.name[:-5], first))
+        out[group] = rows
+    return out
+
+
+def help_text() -> str:
+    from importlib.resources import files
+
+    import yaml
+
+    defaults = {}
+    for d in yaml.safe_load(files("clustersim.configs").joinpath("config.yaml").read_text())["defaults"]:
+        if isinstance(d, dict):
+            defaults.update({k: v for k, v in d.items() if k in GROUPS})
+    lines = [
+        "clustersim: replay a cluster trace against a scheduling policy and write the run's outputs.",
+        "",
+        "usage: clustersim [group=choice ...] [key=value ...]",
+        "       clustersim -m policy=fifo,tiresias seed=0,1,2     a sweep: one run directory per combination",
+        "       clustersim -m ... hydra/launcher=joblib           the same sweep on all local cores (pip install",
+        "                                                         clustersim[joblib]; clustersim[ray]: a Ray cluster)",
+        "       clustersim --cfg job                              print the config a run would use",
+        "       clustersim --hydra-help                           Hydra's own options",
+        "",
+        "default: " + " ".join(f"{g}={c}" for g, c in defaults.items()) + " seed=0",
+        "",
+    ]
+    for group, rows in choices().items():
+        lines.append(f"{group}=   (a choice's keys: {group}.<key>=value)")
+        width = max(len(n) for n, _ in rows) + 2
+        for name, desc in rows:
+            mark = "*" if defaults.get(group) == name else " "
+            lines.append(f"  {mark}{name:<{width}}{desc}")
+        lines.append("")
+    lines += [
+        "top-level keys: seed (int), until (s, or null), progress (null|true|false), limits.*, observe.*",
+        "",
+        "outputs: runs/<time>_<policy>_<trace>_s<seed>_<hash>/ (a sweep: runs/multirun/<time>/<...>/):",
+        "  jobs.parquet, timeline.parquet, events.parquet, tenants.parquet, summary.json, run.json",
+        "  (every column and unit: docs/outputs.md). Re-running a sweep with hydra.sweep.dir=<dir> skips",
+        "  its complete runs and redoes the failed and interrupted ones.",
+        "then:",
+        "  clustersim-collect <sweep dir>      one Parquet dataset of the sweep (failed/missing runs listed)",
+        "  clustersim-plot <sweep dir>         JCT CDF, JCT/makespan bars, utilization, queue, Gantt, tenants",
+        "  clustersim-trace-info trace=...     a trace's jobs, span, GPU-hours and offered load on a cluster",
+    ]
+    return "\n".join(lines)
+
+
+def entry() -> None:
+    """The console script: our own --help (every group's choices), else Hydra."""
+    if any(a in ("--help", "-h") for a in sys.argv[1:]):
+        print(help_text())
+        return
     main()
+
+
+if __name__ == "__main__":
+    entry()

@@ -117,6 +117,12 @@ class SweepCallback(Callback):
         self._stop = threading.Event()
         self._thread = None
 
+    def __getstate__(self):   # launchers pickle the callbacks to the workers: leave the bar behind
+        return {"poll_s": self.poll_s}
+
+    def __setstate__(self, state):
+        self.__init__(**state)
+
     def on_multirun_start(self, config, **kwargs) -> None:
         self.sweep_dir = Path(str(config.hydra.sweep.dir))
         try:
