@@ -19,7 +19,7 @@ from hydra.types import RunMode
 from omegaconf import DictConfig, open_dict
 
 import clustersim.sweep  # noqa: F401  (registers ${run_name:...} for the run directories)
-from clustersim.experiment import GROUPS, is_complete, mark_failed, report, run
+from clustersim.experiment import GROUPS, is_complete, mark_failed, remove_leftovers, report, run
 from clustersim.simulator.errors import ConfigError, PolicyError, TraceError, UnfinishedJobsError
 
 USER_ERRORS = (ConfigError, TraceError, PolicyError, UnfinishedJobsError)
@@ -33,6 +33,7 @@ def main(cfg: DictConfig) -> None:
     if sweep and cfg.get("progress") is None:
         with open_dict(cfg):
             cfg.progress = False   # the sweep has its own bar
+    remove_leftovers(run_dir)   # of an attempt killed on this host
     try:
         if is_complete(run_dir, cfg):
             print(f"clustersim: {run_dir} already holds this run, complete: skipped", flush=True)

@@ -160,7 +160,8 @@ def run(cfg: DictConfig | dict, run_dir: str | Path, overrides: list[str] | None
 
 
 RUN_META = "run.json"   # written last; its ``status`` says whether the run is complete or failed
-_STAGING = ".{}.partial-{}-{}"
+_STAGING = ".{}.partial-{}-{}"   # run name, host, pid
+_OLD = ".{}.old-{}-{}"
 
 
 def write_meta(run_dir: Path, meta: dict) -> None:
@@ -173,7 +174,7 @@ def staged(run_dir: str | Path):
     ``run_dir`` whole (keeping Hydra's ``.hydra`` record of the run), on failure it is removed."""
     final = Path(run_dir)
     final.parent.mkdir(parents=True, exist_ok=True)
-    _remove_dead_partials(final)
+    remove_leftovers(final)
     tmp = final.parent / _STAGING.format(final.name, socket.gethostname(), os.getpid())
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir()
@@ -190,7 +191,7 @@ def _replace(tmp: Path, final: Path) -> None:
     """Move ``tmp`` onto ``final``: whatever was at ``final`` goes first (a rename of a directory
     cannot replace a non-empty one)."""
     for _ in range(5):
-        old = final.parent / f".{final.name}.old-{os.getpid()}"
+        old = final.parent / _OLD.format(final.name, socket.gethostname(), os.getpid())
         try:
             os.rename(final, old)
         except FileNotFoundError:
@@ -206,13 +207,15 @@ def _replace(tmp: Path, final: Path) -> None:
     raise OSError(f"{final}: could not move the finished run into place")
 
 
-def _remove_dead_partials(final: Path) -> None:
-    """Staging directories of this run name left by killed processes on this host."""
-    prefix = _STAGING.format(final.name, socket.gethostname(), "")
-    for d in final.parent.glob(f"{prefix}*"):
-        pid = d.name[len(prefix):]
-        if pid.isdigit() and not _alive(int(pid)):
-            shutil.rmtree(d, ignore_errors=True)
+def remove_leftovers(run_dir: str | Path) -> None:
+    """Staging and replaced directories of this run name left by killed processes on this host."""
+    final = Path(run_dir)
+    for pattern in (_STAGING, _OLD):
+        prefix = pattern.format(final.name, socket.gethostname(), "")
+        for d in final.parent.glob(f"{prefix}*"):
+            pid = d.name[len(prefix):]
+            if pid.isdigit() and not _alive(int(pid)):
+                shutil.rmtree(d, ignore_errors=True)
 
 
 def _alive(pid: int) -> bool:
