@@ -205,7 +205,7 @@ def jobs_in_system(timeline: pa.Table, at: np.ndarray) -> np.ndarray:
 def finish_time_fairness(jobs: pa.Table, timeline: pa.Table, total_gpus: float) -> np.ndarray:
     """Finish-time fairness rho per job (NaN for unfinished jobs): JCT in the shared cluster over
     the JCT it would have had alone on a 1/N share of the cluster (Themis, Mahajan et al.,
-    NSDI'20, §3.1; the same rho Gavel, OSDI'20, and Shockwave, NSDI'23, report).
+    NSDI'20; the same rho Gavel, OSDI'20, and Shockwave, NSDI'23, report).
 
     N is the time-average number of jobs in the system (running or pending, the job included)
     over the job's lifetime [submit, end]. Alone on 1/N of the cluster the job gets
