@@ -177,8 +177,8 @@ class Recorder:
         out = Path(run_dir)
         out.mkdir(parents=True, exist_ok=True)
         jobs, timeline = self.jobs(), self.timeline()
-        jobs = jobs.append_column("ftf_rho", pa.array(finish_time_fairness(jobs, timeline, self.cluster.total[0]),
-                                                      pa.float64()))
+        rho = finish_time_fairness(jobs, timeline, self.cluster.total[0])
+        jobs = jobs.append_column("ftf_rho", pa.array(rho, pa.float64(), from_pandas=True))   # NaN -> null
         tenants = tenant_summary(jobs)
         for name, table in (("jobs", jobs), ("timeline", timeline), ("events", self.events()), ("tenants", tenants)):
             atomic_write(out / f"{name}.parquet", lambda p, t=table: pq.write_table(t, p))
@@ -229,25 +229,29 @@ def finish_time_fairness(jobs: pa.Table, timeline: pa.Table, total_gpus: float) 
 
 
 def tenant_summary(jobs: pa.Table) -> pa.Table:
-    """One row per tenant (jobs without one: tenant null): jobs, finished, mean/p95 JCT, mean
-    waiting time, GPU-hours, mean and max finish-time fairness rho."""
+    """One row per tenant (jobs without one: tenant null, last): jobs, finished, mean/p95 JCT,
+    mean waiting time, GPU-hours, mean and max finish-time fairness rho."""
     tenant = jobs["tenant"].to_pylist()
     keys = sorted({t for t in tenant if t is not None}) + ([None] if None in tenant else [])
-    col = {c: jobs[c].to_numpy(zero_copy_only=False).astype(np.float64)
+    code = {k: i for i, k in enumerate(keys)}
+    group = np.array([code[t] for t in tenant], dtype=np.int64)
+    order = np.argsort(group, kind="stable")
+    bounds = np.searchsorted(group[order], np.arange(len(keys) + 1))
+    col = {c: jobs[c].to_numpy(zero_copy_only=False).astype(np.float64)[order]
            for c in ("jct", "waiting_time", "gpu_hours", "ftf_rho")}
-    status = np.array(jobs["status"].to_pylist(), dtype=object)
+    fin_all = (np.array(jobs["status"].to_pylist(), dtype=object) == Status.FINISHED.value)[order]
+    stat = lambda a, f: float(f(a)) if len(a) else None  # noqa: E731
     rows = []
-    for k in keys:
-        m = np.array([t == k for t in tenant], dtype=bool)
-        fin = m & (status == Status.FINISHED.value)
-        stat = lambda a, f: float(f(a)) if len(a) else None  # noqa: E731
-        rows.append({"tenant": k, "jobs": int(m.sum()), "jobs_finished": int(fin.sum()),
-                     "jct_mean": stat(col["jct"][fin], np.mean),
-                     "jct_p95": stat(col["jct"][fin], lambda a: np.percentile(a, 95)),
-                     "waiting_time_mean": stat(col["waiting_time"][fin], np.mean),
-                     "gpu_hours": float(col["gpu_hours"][m].sum()),
-                     "ftf_rho_mean": stat(col["ftf_rho"][fin], np.mean),
-                     "ftf_rho_max": stat(col["ftf_rho"][fin], np.max)})
+    for k, lo, hi in zip(keys, bounds[:-1], bounds[1:]):
+        fin = fin_all[lo:hi]
+        part = {c: v[lo:hi] for c, v in col.items()}
+        rows.append({"tenant": k, "jobs": int(hi - lo), "jobs_finished": int(fin.sum()),
+                     "jct_mean": stat(part["jct"][fin], np.mean),
+                     "jct_p95": stat(part["jct"][fin], lambda a: np.percentile(a, 95)),
+                     "waiting_time_mean": stat(part["waiting_time"][fin], np.mean),
+                     "gpu_hours": float(part["gpu_hours"].sum()),
+                     "ftf_rho_mean": stat(part["ftf_rho"][fin], np.mean),
+                     "ftf_rho_max": stat(part["ftf_rho"][fin], np.max)})
     schema = pa.schema([("tenant", pa.string()), ("jobs", pa.int64()), ("jobs_finished", pa.int64()),
                         *[(c, pa.float64()) for c in ("jct_mean", "jct_p95", "waiting_time_mean", "gpu_hours",
                                                       "ftf_rho_mean", "ftf_rho_max")]])
