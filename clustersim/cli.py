@@ -44,7 +44,10 @@ def main(cfg: DictConfig) -> None:
             if e.summary is not None:
                 print(report(cfg, e.summary, run_dir), flush=True)
         else:
-            mark_failed(run_dir, e, cfg, overrides)
+            try:
+                mark_failed(run_dir, e, cfg, overrides)
+            except ConfigError:   # run_dir is not a run directory: nothing to record there
+                pass
         print(f"clustersim: error: {e}", file=sys.stderr, flush=True)
         if sweep:
             return   # the sweep's report lists it and the command exits 1 at the end

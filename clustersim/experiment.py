@@ -174,6 +174,7 @@ def staged(run_dir: str | Path):
     ``run_dir`` whole (keeping Hydra's ``.hydra`` record of the run), on failure it is removed."""
     final = Path(run_dir)
     final.parent.mkdir(parents=True, exist_ok=True)
+    _refuse_foreign(final)
     remove_leftovers(final)
     tmp = final.parent / _STAGING.format(final.name, socket.gethostname(), os.getpid())
     shutil.rmtree(tmp, ignore_errors=True)
@@ -185,6 +186,21 @@ def staged(run_dir: str | Path):
         _replace(tmp, final)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+RUN_FILES = {"jobs.parquet", "timeline.parquet", "events.parquet", "tenants.parquet", "summary.json", RUN_META,
+             REJECTS_FILE, ".hydra"}
+
+
+def _refuse_foreign(final: Path) -> None:
+    """A run replaces its directory whole: never one that holds anything but a run's files."""
+    if not final.is_dir():
+        return
+    foreign = sorted(p.name for p in final.iterdir()
+                     if p.name not in RUN_FILES and not p.name.endswith((".tmp", ".log")))
+    if foreign:
+        raise ConfigError(f"{final}: not a run directory (it holds {', '.join(foreign[:3])}); a run replaces its "
+                          f"directory whole: give a new or empty one")
 
 
 def _replace(tmp: Path, final: Path) -> None:

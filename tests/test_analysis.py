@@ -112,3 +112,12 @@ def test_profile_fit_against_its_measured_points(tmp_path):
     assert len(line) == 3   # measured points at three batch sizes
     paths = save(fig, tmp_path / "resnet50", ("png",))
     assert paths[0].stat().st_size > 5000
+
+
+def test_a_run_never_replaces_a_directory_that_is_not_a_run(tmp_path):
+    from clustersim.simulator.errors import ConfigError
+
+    (tmp_path / "notes.txt").write_text("mine")
+    with pytest.raises(ConfigError, match="not a run directory"):
+        run(compose(["progress=false", "until=10"]), tmp_path)
+    assert (tmp_path / "notes.txt").read_text() == "mine"

@@ -115,8 +115,8 @@ def test_a_sweep_killed_mid_way_resumes_without_redoing_finished_runs_or_mixing_
     assert len(before.incomplete) + len(before.missing) == 4 - len(before.complete) - len(before.failed)
     done = {d: (d / "run.json").read_bytes() for d in before.complete}
     stamp = {d: (d / "summary.json").stat().st_mtime_ns for d in before.complete}
-    for d in before.incomplete:   # leftovers of the killed attempt must not survive the redo
-        (d / "stale.parquet").write_text("from the killed attempt")
+    for d in before.incomplete:   # leftovers of an older attempt must not survive the redo
+        (d / "jobs.parquet").write_text("from the killed attempt")
 
     p = subprocess.run(args, cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stderr
@@ -127,6 +127,7 @@ def test_a_sweep_killed_mid_way_resumes_without_redoing_finished_runs_or_mixing_
         assert (d / "run.json").read_bytes() == done[d] and (d / "summary.json").stat().st_mtime_ns == stamp[d]
     for d in after.complete:
         assert {f.name for f in d.iterdir()} == OUTPUTS, d
+        assert len(pd.read_parquet(d / "jobs.parquet")) == 60
     assert not [d for d in sweep.iterdir() if d.name.startswith(".")]   # no staging directory left
 
 
