@@ -2,19 +2,23 @@
 PYTHON ?= python3
 VENV ?= .venv
 BIN = $(VENV)/bin
+EXTRAS ?= dev,calibrate
 
 .PHONY: run test bench dev package clean
 
-# the dependencies, once (re-run when pyproject.toml changes)
-$(VENV)/.deps: pyproject.toml
+# the dependencies, once (re-run when pyproject.toml or EXTRAS change)
+$(VENV)/.deps-$(EXTRAS): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q ".[dev,calibrate]"   # calibrate: torch==2.13.0, a local CPU build
+	$(BIN)/python -m pip install -q ".[$(EXTRAS)]"
 	touch $@
 
-# the package itself, installed as users install it (not editable), so the CLI finds its configs that way
-package: $(VENV)/.deps
-	$(BIN)/python -m pip install -q --no-deps --force-reinstall .
+# the package itself, installed as users install it (not editable), so the CLI finds its configs
+# that way; an editable install (make dev) is kept: replacing it would run stale code
+package: $(VENV)/.deps-$(EXTRAS)
+	@if $(BIN)/python -m pip show -f clustersim 2>/dev/null | grep -q __editable__; then \
+		echo "clustersim is installed editable (make dev): the CLI runs this tree"; \
+	else $(BIN)/python -m pip install -q --no-deps --force-reinstall .; fi
 
 run: package
 	$(BIN)/clustersim $(ARGS)
@@ -25,7 +29,7 @@ test: package
 bench: package
 	$(BIN)/python benchmarks/elasticflow_fifo.py
 
-dev: $(VENV)/.deps
+dev: $(VENV)/.deps-$(EXTRAS)
 	$(BIN)/python -m pip install -q --no-deps -e .
 
 clean:

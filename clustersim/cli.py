@@ -2,7 +2,11 @@
 
 Errors a user can fix (a bad key or value, a bad trace file, a policy that broke the
 contract or ran away, jobs left unfinished) print one message naming the cause and exit 1;
-a run with unfinished jobs still writes its outputs first.
+a run with unfinished jobs still writes its outputs first. Every run, failed or not, leaves
+``run.json`` saying so, written last. In a sweep (``-m``) a failed run does not stop the
+others: the sweep reports every failure at its end and then exits 1, and a run whose
+directory already holds a complete run of the same config is skipped, so re-running an
+interrupted sweep into its directory (``hydra.sweep.dir=...``) redoes only what is missing.
 """
 
 from __future__ import annotations
@@ -11,9 +15,11 @@ import sys
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
-from omegaconf import DictConfig
+from hydra.types import RunMode
+from omegaconf import DictConfig, open_dict
 
-from clustersim.experiment import report, run
+import clustersim.sweep  # noqa: F401  (registers ${run_name:...} for the run directories)
+from clustersim.experiment import GROUPS, is_complete, mark_failed, remove_leftovers, report, run
 from clustersim.simulator.errors import ConfigError, PolicyError, TraceError, UnfinishedJobsError
 
 USER_ERRORS = (ConfigError, TraceError, PolicyError, UnfinishedJobsError)
@@ -21,16 +27,105 @@ USER_ERRORS = (ConfigError, TraceError, PolicyError, UnfinishedJobsError)
 
 @hydra.main(version_base=None, config_path="pkg://clustersim.configs", config_name="config")
 def main(cfg: DictConfig) -> None:
-    run_dir = HydraConfig.get().runtime.output_dir
+    hc = HydraConfig.get()
+    run_dir, overrides = hc.runtime.output_dir, list(hc.overrides.task)
+    sweep = hc.mode == RunMode.MULTIRUN
+    if sweep and cfg.get("progress") is None:
+        with open_dict(cfg):
+            cfg.progress = False   # the sweep has its own bar
+    remove_leftovers(run_dir)   # of an attempt killed on this host
     try:
-        summary, _ = run(cfg, run_dir)
+        if is_complete(run_dir, cfg):
+            print(f"clustersim: {run_dir} already holds this run, complete: skipped", flush=True)
+            return
+        summary, _ = run(cfg, run_dir, overrides)
     except USER_ERRORS as e:
-        if isinstance(e, UnfinishedJobsError) and e.summary is not None:
-            print(report(cfg, e.summary, run_dir), flush=True)
+        if isinstance(e, UnfinishedJobsError):
+            if e.summary is not None:
+                print(report(cfg, e.summary, run_dir), flush=True)
+        else:
+            try:
+                mark_failed(run_dir, e, cfg, overrides)
+            except ConfigError:   # run_dir is not a run directory: nothing to record there
+                pass
         print(f"clustersim: error: {e}", file=sys.stderr, flush=True)
+        if sweep:
+            return   # the sweep's report lists it and the command exits 1 at the end
         raise SystemExit(1) from None
     print(report(cfg, summary, run_dir), flush=True)
 
 
-if __name__ == "__main__":
+def choices() -> dict[str, list[tuple[str, str]]]:
+    """Each config group's choices with the first line of their config file; hand-made trace
+    samples (``bundled:samples/``) say so."""
+    from importlib.resources import files
+
+    out = {}
+    for group in GROUPS:
+        rows = []
+        for f in sorted(files("clustersim.configs").joinpath(group).iterdir(), key=lambda f: f.name):
+            if not f.name.endswith(".yaml"):
+                continue
+            text = f.read_text()
+            first = text.splitlines()[0].lstrip("# ").strip() if text.startswith("#") else ""
+            if "bundled:samples/" in text:
+                first = "[hand-made SAMPLE of the format: set trace.path] " + first.split("; hand-made sample")[0]
+            rows.append((f.name[:-5], first))
+        out[group] = rows
+    return out
+
+
+def help_text() -> str:
+    from importlib.resources import files
+
+    import yaml
+
+    defaults = {}
+    for d in yaml.safe_load(files("clustersim.configs").joinpath("config.yaml").read_text())["defaults"]:
+        if isinstance(d, dict):
+            defaults.update({k: v for k, v in d.items() if k in GROUPS})
+    lines = [
+        "clustersim: replay a cluster trace against a scheduling policy and write the run's outputs.",
+        "",
+        "usage: clustersim [group=choice ...] [key=value ...]",
+        "       clustersim -m policy=fifo,tiresias seed=0,1,2     a sweep: one run directory per combination",
+        "       clustersim -m ... hydra/launcher=joblib           the same sweep on all local cores (pip install",
+        "                                                         clustersim[joblib]; clustersim[ray]: a Ray cluster)",
+        "       clustersim --cfg job                              print the config a run would use",
+        "       clustersim --hydra-help                           Hydra's own options",
+        "",
+        "default: " + " ".join(f"{g}={c}" for g, c in defaults.items()) + " seed=0",
+        "",
+    ]
+    for group, rows in choices().items():
+        lines.append(f"{group}=   (a choice's keys: {group}.<key>=value)")
+        width = max(len(n) for n, _ in rows) + 2
+        for name, desc in rows:
+            mark = "*" if defaults.get(group) == name else " "
+            lines.append(f"  {mark}{name:<{width}}{desc}")
+        lines.append("")
+    lines += [
+        "top-level keys: seed (int), until (s, or null), progress (null|true|false), limits.*, observe.*",
+        "",
+        "outputs: runs/<time>_<policy>_<trace>_s<seed>_<hash>/ (a sweep: runs/multirun/<time>/<...>/):",
+        "  jobs.parquet, timeline.parquet, events.parquet, tenants.parquet, summary.json, run.json",
+        "  (every column and unit: docs/outputs.md). Re-running a sweep with hydra.sweep.dir=<dir> skips",
+        "  its complete runs and redoes the failed and interrupted ones.",
+        "then:",
+        "  clustersim-collect <sweep dir>      one Parquet dataset of the sweep (failed/missing runs listed)",
+        "  clustersim-plot <sweep dir>         JCT CDF, JCT/makespan bars, utilization, queue, Gantt, tenants",
+        "  clustersim-trace-info trace=...     a trace's jobs, span, GPU-hours and offered load on a cluster",
+    ]
+    return "\n".join(lines)
+
+
+def entry() -> None:
+    """The console script: our own --help (every group's choices), else Hydra."""
+    if any(a in ("--help", "-h") for a in sys.argv[1:]):
+        print(help_text())
+        return
     main()
+
+
+if __name__ == "__main__":
+    entry()

@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
+import functools
+import json
+import os
+import shutil
+import socket
+import subprocess
 import time
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Annotated
@@ -116,11 +123,15 @@ def _build(c: dict, table: pa.Table | None, trace_report: LoadReport | None) -> 
                   usage=assignment.zoo.usage if assignment else None, seed=seed)
 
 
-def run(cfg: DictConfig | dict, run_dir: str | Path) -> tuple[dict, Recorder]:
+def run(cfg: DictConfig | dict, run_dir: str | Path, overrides: list[str] | None = None) -> tuple[dict, Recorder]:
     """Run the experiment ``cfg`` and write its outputs to ``run_dir``.
 
+    The outputs are written into a hidden staging directory beside ``run_dir`` and renamed onto
+    it whole, with ``run.json`` (status ``complete``) written last: ``run_dir`` never holds a
+    mix of two attempts, and an interrupted run leaves no ``run.json`` (see ``is_complete``).
     A run that ends (without ``until``) with jobs unfinished writes its outputs, with the
-    unfinished jobs and their reasons in summary.json, then raises ``UnfinishedJobsError``."""
+    unfinished jobs and their reasons in summary.json and status ``failed`` in run.json, then
+    raises ``UnfinishedJobsError``."""
     t0 = time.perf_counter()
     c = check(cfg)
     table, trace_report = load_trace(c["trace"], c.get("seed", 0))
@@ -130,18 +141,176 @@ def run(cfg: DictConfig | dict, run_dir: str | Path) -> tuple[dict, Recorder]:
     engine = _build(c, table, trace_report)
     recorder = engine.run()
     wall = time.perf_counter() - t0
-    meta = {"config": c, "wall_time_s": wall, "jobs": len(engine.jobs), "nodes": engine.cluster.num_nodes,
-            "events": engine.events, "decisions": engine.decisions,
+    meta = {**provenance(), "status": "complete", "config": c, "overrides": list(overrides or []),
+            "wall_time_s": wall, "jobs": len(engine.jobs), "nodes": engine.cluster.num_nodes,
+            "cluster": describe_cluster(engine.cluster), "events": engine.events, "decisions": engine.decisions,
             "limits": asdict(engine.limits), "observe": asdict(engine.observe), "trace": trace_report.as_dict()}
-    summary = recorder.write(run_dir, meta)
+    error = None
     if recorder.unfinished and c.get("until") is None:
         listed = "; ".join(f"{u['job_id']}: {u['reason']}" for u in recorder.unfinished[:5])
         more = len(recorder.unfinished) - 5
-        raise UnfinishedJobsError(
-            f"{len(recorder.unfinished)} job(s) never finished under policy {c['policy']['name']!r} "
-            f"({listed}{f'; and {more} more' if more > 0 else ''}); see {Path(run_dir) / 'summary.json'}",
-            summary)
+        error = (f"{len(recorder.unfinished)} job(s) never finished under policy {c['policy']['name']!r} "
+                 f"({listed}{f'; and {more} more' if more > 0 else ''}); see {Path(run_dir) / 'summary.json'}")
+        meta.update(status="failed", error=error, error_type="UnfinishedJobsError")
+    with staged(run_dir) as tmp:
+        if trace_report.rejected:
+            atomic_write(tmp / REJECTS_FILE, trace_report.write_rejects)
+        summary = recorder.write(tmp)
+        write_meta(tmp, meta)
+    if error:
+        raise UnfinishedJobsError(error, summary)
     return summary, recorder
+
+
+RUN_META = "run.json"   # written last; its ``status`` says whether the run is complete or failed
+_STAGING = ".{}.partial-{}-{}"   # run name, host, pid
+_OLD = ".{}.old-{}-{}"
+
+
+def write_meta(run_dir: Path, meta: dict) -> None:
+    atomic_write(Path(run_dir) / RUN_META, lambda p: Path(p).write_text(json.dumps(meta, indent=2, default=str)))
+
+
+@contextmanager
+def staged(run_dir: str | Path):
+    """A fresh hidden directory beside ``run_dir`` to write into; on success it replaces
+    ``run_dir`` whole (keeping Hydra's ``.hydra`` record of the run), on failure it is removed."""
+    final = Path(run_dir)
+    final.parent.mkdir(parents=True, exist_ok=True)
+    _refuse_foreign(final)
+    remove_leftovers(final)
+    tmp = final.parent / _STAGING.format(final.name, socket.gethostname(), os.getpid())
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir()
+    try:
+        yield tmp
+        if (final / ".hydra").is_dir():
+            shutil.copytree(final / ".hydra", tmp / ".hydra", dirs_exist_ok=True)
+        _replace(tmp, final)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+RUN_FILES = {"jobs.parquet", "timeline.parquet", "events.parquet", "tenants.parquet", "summary.json", RUN_META,
+             REJECTS_FILE, ".hydra"}
+
+
+def _refuse_foreign(final: Path) -> None:
+    """A run replaces its directory whole: never one that holds anything but a run's files."""
+    if not final.is_dir():
+        return
+    foreign = sorted(p.name for p in final.iterdir()
+                     if p.name not in RUN_FILES and not p.name.endswith((".tmp", ".log")))
+    if foreign:
+        raise ConfigError(f"{final}: not a run directory (it holds {', '.join(foreign[:3])}); a run replaces its "
+                          f"directory whole: give a new or empty one")
+
+
+def _replace(tmp: Path, final: Path) -> None:
+    """Move ``tmp`` onto ``final``: whatever was at ``final`` goes first (a rename of a directory
+    cannot replace a non-empty one)."""
+    for _ in range(5):
+        old = final.parent / _OLD.format(final.name, socket.gethostname(), os.getpid())
+        try:
+            os.rename(final, old)
+        except FileNotFoundError:
+            old = None
+        try:
+            os.rename(tmp, final)
+            return
+        except OSError:   # another run of the same name put its directory there meanwhile
+            continue
+        finally:
+            if old is not None:
+                shutil.rmtree(old, ignore_errors=True)
+    raise OSError(f"{final}: could not move the finished run into place")
+
+
+def remove_leftovers(run_dir: str | Path) -> None:
+    """Staging and replaced directories of this run name left by killed processes on this host."""
+    final = Path(run_dir)
+    for pattern in (_STAGING, _OLD):
+        prefix = pattern.format(final.name, socket.gethostname(), "")
+        for d in final.parent.glob(f"{prefix}*"):
+            pid = d.name[len(prefix):]
+            if pid.isdigit() and not _alive(int(pid)):
+                shutil.rmtree(d, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def mark_failed(run_dir: str | Path, error: BaseException, cfg: DictConfig | dict | None = None,
+                overrides: list[str] | None = None) -> None:
+    """Record in ``run_dir`` that the run failed before writing outputs (a bad key, a bad trace, a
+    policy that broke the contract), so that collect lists it as failed, not as interrupted."""
+    config = None
+    if cfg is not None:
+        config = OmegaConf.to_container(cfg, resolve=False) if isinstance(cfg, DictConfig) else dict(cfg)
+    meta = {**provenance(), "status": "failed", "error": str(error), "error_type": type(error).__name__,
+            "config": config, "overrides": list(overrides or [])}
+    with staged(run_dir) as tmp:
+        write_meta(tmp, meta)
+
+
+def is_complete(run_dir: str | Path, cfg: DictConfig | dict) -> bool:
+    """``run_dir`` holds a complete run of exactly this config (``progress`` aside), so a
+    re-run of a sweep may skip it."""
+    meta = read_meta(run_dir)
+    if not meta or meta.get("status") != "complete" or not (Path(run_dir) / "summary.json").is_file():
+        return False
+    same = lambda d: {k: v for k, v in (d or {}).items() if k != "progress"}  # noqa: E731
+    mine = json.loads(json.dumps(check(cfg), default=str))
+    return same(meta.get("config")) == same(mine)
+
+
+def read_meta(run_dir: str | Path) -> dict | None:
+    try:
+        return json.loads((Path(run_dir) / RUN_META).read_text())
+    except (FileNotFoundError, json.JSONDecodeError):
+        return None
+
+
+def describe_cluster(cluster) -> dict:
+    """The cluster a run actually had (after overrides and ``auto`` sizing)."""
+    by_type: dict[str, float] = {}
+    for t, g in zip(cluster.gpu_type, cluster.capacity[:, 0]):
+        by_type[t] = by_type.get(t, 0.0) + float(g)
+    shapes: dict[tuple, int] = {}
+    for (g, cpu, mem), t in zip(cluster.capacity.tolist(), cluster.gpu_type):
+        shapes[(g, t)] = shapes.get((g, t), 0) + 1
+    shape = "+".join(f"{n}x{g:g}g" + ("" if t == "generic" else f"-{t}") for (g, t), n in shapes.items())
+    return {"shape": shape, "nodes": cluster.num_nodes, "gpus": float(cluster.total[0]),
+            "cpus": float(cluster.total[1]), "mem": float(cluster.total[2]), "gpus_by_type": by_type}
+
+
+@functools.cache
+def provenance() -> dict:
+    """clustersim's version and, from a git checkout, its commit (``+dirty`` with local changes)."""
+    import clustersim
+
+    here = Path(clustersim.__file__).resolve().parent
+    commit = None
+    if not (here.parent / "simulator" / "engine.py").is_file():   # an installed copy: no checkout to ask
+        return {"version": clustersim.__version__, "git_commit": None}
+    try:
+        out = subprocess.run(["git", "-C", str(here), "rev-parse", "HEAD"], capture_output=True, text=True,
+                             timeout=5)
+        if out.returncode == 0:
+            commit = out.stdout.strip()
+            dirty = subprocess.run(["git", "-C", str(here), "status", "--porcelain", "--untracked-files=no"],
+                                   capture_output=True, text=True, timeout=5).stdout.strip()
+            commit += "+dirty" if dirty else ""
+    except (OSError, subprocess.SubprocessError):
+        pass
+    return {"version": clustersim.__version__, "git_commit": commit}
 
 
 def report(cfg: DictConfig | dict, summary: dict, run_dir: str | Path) -> str:

@@ -115,7 +115,9 @@ class Recorder:
             "jct": pa.array([e - s if e is not None else None for e, s in zip(end, submit)], pa.float64()),
             "queueing_delay": pa.array([f - s if f is not None else None for f, s in zip(first, submit)],
                                        pa.float64()),
+            "waiting_time": pa.array(col(lambda s: s.waited), pa.float64()),   # pending, after preemptions too
             "gpu_seconds": pa.array(col(lambda s: s.service), pa.float64()),
+            "gpu_hours": pa.array(col(lambda s: s.service / 3600.0), pa.float64()),
             "progress": pa.array(col(lambda s: s.progress / s.spec.total_work), pa.float64()),
             "preemptions": pa.array(col(lambda s: s.preemptions), pa.int32()),
             "rescales": pa.array(col(lambda s: s.rescales), pa.int32()),
@@ -239,13 +241,111 @@ class Recorder:
     def write(self, run_dir: str | os.PathLike, meta: dict | None = None) -> dict:
         out = Path(run_dir)
         out.mkdir(parents=True, exist_ok=True)
-        for name, table in (("jobs", self.jobs()), ("timeline", self.timeline()), ("events", self.events())):
+        jobs, timeline = self.jobs(), self.timeline()
+        rho = finish_time_fairness(jobs, timeline, self.cluster.total[0])
+        jobs = jobs.append_column("ftf_rho", pa.array(rho, pa.float64(), from_pandas=True))   # NaN -> null
+        tenants = tenant_summary(jobs)
+        for name, table in (("jobs", jobs), ("timeline", timeline), ("events", self.events()), ("tenants", tenants)):
             atomic_write(out / f"{name}.parquet", lambda p, t=table: pq.write_table(t, p))
-        summary = self.summary()
+        summary = {**self.summary(), **extra_summary(jobs, timeline, self.cluster.total)}
         if meta is not None:
             atomic_write(out / "run.json", lambda p: Path(p).write_text(json.dumps(meta, indent=2, default=str)))
         atomic_write(out / "summary.json", lambda p: Path(p).write_text(json.dumps(summary, indent=2)))
         return summary
+
+
+# --- derived metrics: fairness, per-tenant summaries, the busy window (docs/outputs.md)
+
+def jobs_in_system(timeline: pa.Table, at: np.ndarray) -> np.ndarray:
+    """Integral of (running + pending jobs) from the first sample to each time in ``at``."""
+    t = timeline["time"].to_numpy()
+    n = (timeline["running"].to_numpy() + timeline["pending"].to_numpy()).astype(np.float64)
+    if len(t) == 0:
+        return np.zeros(len(at))
+    cum = np.concatenate([[0.0], np.cumsum(n[:-1] * np.diff(t))])
+    i = np.clip(np.searchsorted(t, at, side="right") - 1, 0, len(t) - 1)
+    return cum[i] + n[i] * np.maximum(np.asarray(at) - t[i], 0.0)
+
+
+def finish_time_fairness(jobs: pa.Table, timeline: pa.Table, total_gpus: float) -> np.ndarray:
+    """Finish-time fairness rho per job (NaN for unfinished jobs): JCT in the shared cluster over
+    the JCT it would have had alone on a 1/N share of the cluster (Themis, Mahajan et al.,
+    NSDI'20; the same rho Gavel, OSDI'20, and Shockwave, NSDI'23, report).
+
+    N is the time-average number of jobs in the system (running or pending, the job included)
+    over the job's lifetime [submit, end]. Alone on 1/N of the cluster the job gets
+    total_gpus / N GPUs; if that is less than it asks for it is time-shared (as in Gavel's
+    isolated throughput), so its isolated JCT is ``duration_alone * max(1, gpus * N / total)``.
+    rho <= 1: the job did at least as well as with its fair share; rho > 1: worse."""
+    submit = jobs["submit_time"].to_numpy(zero_copy_only=False)
+    end = jobs["end_time"].to_numpy(zero_copy_only=False).astype(np.float64)   # None -> NaN
+    done = ~np.isnan(end)
+    rho = np.full(len(submit), np.nan)
+    if not done.any() or total_gpus <= 0:
+        return rho
+    s, e = submit[done], end[done]
+    life = e - s
+    area = jobs_in_system(timeline, e) - jobs_in_system(timeline, s)
+    n = np.maximum(np.divide(area, life, out=np.ones_like(life), where=life > 0), 1.0)
+    gpus = jobs["num_gpus"].to_numpy(zero_copy_only=False)[done]
+    alone = jobs["duration_alone"].to_numpy(zero_copy_only=False)[done] * np.maximum(1.0, gpus * n / total_gpus)
+    rho[done] = np.divide(life, alone, out=np.full(len(life), np.nan), where=alone > 0)
+    return rho
+
+
+def tenant_summary(jobs: pa.Table) -> pa.Table:
+    """One row per tenant (jobs without one: tenant null, last): jobs, finished, mean/p95 JCT,
+    mean waiting time, GPU-hours, mean and max finish-time fairness rho."""
+    tenant = jobs["tenant"].to_pylist()
+    keys = sorted({t for t in tenant if t is not None}) + ([None] if None in tenant else [])
+    code = {k: i for i, k in enumerate(keys)}
+    group = np.array([code[t] for t in tenant], dtype=np.int64)
+    order = np.argsort(group, kind="stable")
+    bounds = np.searchsorted(group[order], np.arange(len(keys) + 1))
+    col = {c: jobs[c].to_numpy(zero_copy_only=False).astype(np.float64)[order]
+           for c in ("jct", "waiting_time", "gpu_hours", "ftf_rho")}
+    fin_all = (np.array(jobs["status"].to_pylist(), dtype=object) == Status.FINISHED.value)[order]
+    stat = lambda a, f: float(f(a)) if len(a) else None  # noqa: E731
+    rows = []
+    for k, lo, hi in zip(keys, bounds[:-1], bounds[1:]):
+        fin = fin_all[lo:hi]
+        part = {c: v[lo:hi] for c, v in col.items()}
+        rows.append({"tenant": k, "jobs": int(hi - lo), "jobs_finished": int(fin.sum()),
+                     "jct_mean": stat(part["jct"][fin], np.mean),
+                     "jct_p95": stat(part["jct"][fin], lambda a: np.percentile(a, 95)),
+                     "waiting_time_mean": stat(part["waiting_time"][fin], np.mean),
+                     "gpu_hours": float(part["gpu_hours"].sum()),
+                     "ftf_rho_mean": stat(part["ftf_rho"][fin], np.mean),
+                     "ftf_rho_max": stat(part["ftf_rho"][fin], np.max)})
+    schema = pa.schema([("tenant", pa.string()), ("jobs", pa.int64()), ("jobs_finished", pa.int64()),
+                        *[(c, pa.float64()) for c in ("jct_mean", "jct_p95", "waiting_time_mean", "gpu_hours",
+                                                      "ftf_rho_mean", "ftf_rho_max")]])
+    return pa.Table.from_pylist(rows, schema=schema)
+
+
+def extra_summary(jobs: pa.Table, timeline: pa.Table, total) -> dict:
+    """Summary keys derived from the tables: total waiting time (after preemptions too),
+    GPU-hours, fairness, and utilization over the busy window, the time with at least one job
+    in the system (None where the cluster has none of a resource)."""
+    fin = np.array(jobs["status"].to_pylist(), dtype=object) == Status.FINISHED.value
+    wait = jobs["waiting_time"].to_numpy(zero_copy_only=False)[fin]
+    rho = jobs["ftf_rho"].to_numpy(zero_copy_only=False)[fin]
+    rho = rho[~np.isnan(rho)]
+    t = timeline["time"].to_numpy()
+    busy = (timeline["running"].to_numpy() + timeline["pending"].to_numpy()) > 0
+    dt = np.diff(t)
+    out = {"waiting_time_mean": float(wait.mean()) if len(wait) else None,
+           "waiting_time_p95": float(np.percentile(wait, 95)) if len(wait) else None,
+           "gpu_hours": float(np.nansum(jobs["gpu_hours"].to_numpy(zero_copy_only=False))),
+           "ftf_rho_mean": float(rho.mean()) if len(rho) else None,
+           "ftf_rho_max": float(rho.max()) if len(rho) else None,
+           "ftf_unfair_fraction": float((rho > 1.0 + 1e-9).mean()) if len(rho) else None,
+           "busy_time": float(dt[busy[:-1]].sum()) if len(t) > 1 else 0.0}
+    for r, c in zip(("gpu", "cpu", "mem"), total):
+        used = timeline[f"{r}_used"].to_numpy()
+        area = float((used[:-1] * dt)[busy[:-1]].sum()) if len(t) > 1 else 0.0
+        out[f"{r}_util_busy"] = area / (c * out["busy_time"]) if c > 0 and out["busy_time"] > 0 else None
+    return out
 
 
 def atomic_write(path: Path, write) -> None:
@@ -267,8 +367,12 @@ def format_summary(summary: dict) -> str:
         ("JCT p95 / p99 (s)", _pair(summary["jct_p95"], summary["jct_p99"])),
         ("slowdown mean / p95", _pair(summary["slowdown_mean"], summary["slowdown_p95"], "{:,.2f}")),
         ("queueing delay mean (s)", _num(summary["queueing_delay_mean"])),
+        *([("waiting time mean (s)", _num(summary["waiting_time_mean"]))] if "waiting_time_mean" in summary else []),
         ("makespan (s)", _num(summary["makespan"])),
         ("GPU / CPU / mem util", " / ".join(_pct(summary[f"{r}_util_mean"]) for r in ("gpu", "cpu", "mem"))),
+        *([("GPU util (busy window)", _pct(summary["gpu_util_busy"])),
+           ("fairness rho mean / max", _pair(summary["ftf_rho_mean"], summary["ftf_rho_max"], "{:,.2f}"))]
+          if "gpu_util_busy" in summary else []),
         ("preemptions / rescales", f"{summary['preemptions']} / {summary['rescales']}"),
         ("overhead (s)", _num(summary["overhead_s"])),
     ]

@@ -59,18 +59,52 @@ def test_bad_choice_is_a_clear_error(tmp_path):
 
 
 def test_collect_gathers_a_sweep_into_one_dataset(tmp_path):
-    from clustersim.collect import collect
+    from clustersim.collect import collect, read
     sweep = tmp_path / "sweep"
     p = clustersim("-m", "policy.backfill=false,true", "seed=0,1", f"hydra.sweep.dir={sweep}", cwd=tmp_path)
     assert p.returncode == 0, p.stderr
-    (sweep / "interrupted").mkdir()
-    (sweep / "interrupted" / "run.json").write_text("{}")
-    runs, jobs, broken = collect(sweep)
+    (sweep / "interrupted" / ".hydra").mkdir(parents=True)   # started, killed before run.json
+    runs, jobs, s = collect(sweep)
     assert runs.num_rows == 4 and jobs.num_rows == 4 * 60
-    assert broken == [sweep / "interrupted"]
-    assert sorted(runs.column("seed").to_pylist()) == [0, 0, 1, 1]
-    assert set(runs.column("policy").to_pylist()) == {"fifo"}
-    assert (sweep / "collected" / "runs.parquet").exists()
+    assert s.incomplete == [sweep / "interrupted"]
+    df = read(sweep / "collected", "runs")
+    assert sorted(df["seed"]) == [0, 0, 1, 1]
+    assert set(df["policy"]) == {"fifo"}
+    assert sorted(df["policy.backfill"]) == [False, False, True, True]   # a swept parameter is a column
+
+
+def test_help_lists_every_group_with_its_choices_and_the_next_commands(tmp_path):
+    p = clustersim("--help", cwd=tmp_path)
+    assert p.returncode == 0
+    for line in ("trace=", "cluster=", "policy=", "overhead=", "profile=", "clustersim-collect", "clustersim-plot",
+                 "clustersim-trace-info"):
+        assert line in p.stdout, line
+    assert "  *fifo" in p.stdout and "  *n2g4" in p.stdout and "  *tiresias_60" in p.stdout
+    philly = next(line for line in p.stdout.splitlines() if line.strip().startswith("philly "))
+    assert "hand-made SAMPLE" in philly
+
+
+def test_trace_info_gives_the_offered_load_on_a_cluster(tmp_path):
+    p = subprocess.run([sys.executable, "-m", "clustersim.trace_info", "cluster=n32g4"], cwd=tmp_path,
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    # 60 jobs, 7.4 GPU-hours; 128 GPUs over the 0.91 h from first arrival to last end: 6% busy
+    assert "jobs                       60" in p.stdout and "GPU-hours                  7.4" in p.stdout
+    assert "offered load               0.06" in p.stdout
+    default = subprocess.run([sys.executable, "-m", "clustersim.trace_info"], cwd=tmp_path, capture_output=True,
+                             text=True, timeout=120)
+    assert "offered load               1.02" in default.stdout   # the default experiment is contended
+
+
+def test_run_json_records_version_commit_overrides_and_the_cluster(tmp_path):
+    out = tmp_path / "run"
+    p = clustersim("seed=3", f"hydra.run.dir={out}", cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    meta = json.loads((out / "run.json").read_text())
+    assert meta["status"] == "complete" and meta["version"] == "0.1.0" and "git_commit" in meta
+    assert meta["overrides"] == ["seed=3"]   # hydra.* overrides are Hydra's, not the run's
+    assert meta["cluster"] == {"shape": "2x4g", "nodes": 2, "gpus": 8.0, "cpus": 80.0, "mem": 512.0,
+                               "gpus_by_type": {"generic": 8.0}}
 
 
 def test_summary_slowdown_is_jct_over_the_duration_alone(tmp_path):
