@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN = $(VENV)/bin
 EXTRAS ?= dev,calibrate
 
-.PHONY: run test bench dev package clean
+.PHONY: run test bench golden dev package clean
 
 # the dependencies, once (re-run when pyproject.toml or EXTRAS change)
 $(VENV)/.deps-$(EXTRAS): pyproject.toml
@@ -28,6 +28,10 @@ test: package
 
 bench: package
 	$(BIN)/python benchmarks/elasticflow_fifo.py
+
+# rerun the golden cases (tests/golden), print every figure that moved, rewrite summaries.json
+golden: package
+	$(BIN)/python -m tests.golden
 
 dev: $(VENV)/.deps-$(EXTRAS)
 	$(BIN)/python -m pip install -q --no-deps -e .

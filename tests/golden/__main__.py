@@ -1,0 +1,5 @@
+import sys
+
+from tests.golden import main
+
+sys.exit(main())
