@@ -134,9 +134,11 @@ class ElasticTiresias(Tiresias):
             else:
                 planned.pop(jid, None)
         self._start_reserved(view, allocs, free, planned)
+        self._start_admitted(view, allocs, free, planned)
         waiting = [self.jobs[jid] for jid in view.pending if jid not in allocs and jid in self.jobs]
         if waiting:
-            self._reclaim(view, allocs, planned)
+            if self._reclaim(view, allocs, planned):
+                self._later(self.reserve_retry_s)   # place the admitted jobs once those GPUs are free
             if self.compaction and len(waiting) > self.n_wait:
                 waiting.sort(key=self._rank)
                 for job in waiting:
@@ -167,9 +169,22 @@ class ElasticTiresias(Tiresias):
             elif view.now >= until:   # the GPUs never came free (another job took them): wait again
                 del self.reserved[jid]
 
+    def _start_admitted(self, view, allocs, free, planned) -> None:
+        """Jobs the last base plan admitted but could not place (GPUs held by grown jobs or still
+        exiting) start as soon as they fit, at their requested size."""
+        for jid, jv in view.pending.items():
+            job = self.jobs.get(jid)
+            if job is None or jid in allocs or jid in self.reserved or job.mark != self.plan or job.running:
+                continue
+            alloc = self._placed(job, free, view)
+            if alloc is not None:
+                allocs[jid] = planned[jid] = alloc
+                self._started([job], view.now)
+
     # ------------------------------------------------------------------ reclaim (A10)
-    def _reclaim(self, view, allocs, planned) -> None:
+    def _reclaim(self, view, allocs, planned) -> bool:
         """While jobs wait, jobs grown past their request shrink back to it."""
+        changed = False
         for jid, jv in view.running.items():
             if jid in allocs or jid not in planned:
                 continue
@@ -182,6 +197,8 @@ class ElasticTiresias(Tiresias):
             alloc = shrink(jv.allocation, {role.name: role.count})
             allocs[jid] = planned[jid] = alloc
             self._resized(self.jobs[jid], alloc, view.now)
+            changed = True
+        return changed
 
     # ------------------------------------------------------------------ R1: compaction
     def _compact(self, view, job, allocs, free, planned) -> None:
@@ -221,9 +238,15 @@ class ElasticTiresias(Tiresias):
                 del new[vrole][node]
             allocs[vid] = planned[vid] = new
             self._resized(self.jobs[vid], new, view.now)
-        _take(free, jv, alloc)      # idle GPUs held for it; the victims' come free after their exit
-        self.reserved[jv.job_id] = (alloc, view.now + self.reserve_timeout_s)
+        _take(free, jv, alloc)
         self.compactions += 1
+        if not victims:             # idle GPUs only: it starts now
+            allocs[jv.job_id] = planned[jv.job_id] = alloc
+            self._started([job], view.now)
+            self._resized(job, alloc, view.now)
+            return
+        # the victims' GPUs come free once their leaving workers exit: hold them for the job
+        self.reserved[jv.job_id] = (alloc, view.now + self.reserve_timeout_s)
 
     def _donors(self, view, allocs, planned) -> dict[int, list]:
         """Per node, the running jobs that may give GPUs: elastic, outside G0, not reconfiguring,
@@ -308,9 +331,10 @@ class ElasticTiresias(Tiresias):
     # ------------------------------------------------------------------ R2: expansion
     def _expand(self, view, allocs, free, planned) -> None:
         heap = []
-        for jid, jv in view.running.items():
+        for jid in planned:   # running jobs, and those the base plan starts now
+            jv = view.running.get(jid) or view.pending[jid]
             role = gpu_role(jv)
-            if role is None or jid not in planned or jv.reconfiguring:
+            if role is None or jv.reconfiguring:
                 continue
             alloc = planned[jid]
             if sum(alloc.get(role.name, {}).values()) >= role.max_count:
@@ -323,7 +347,7 @@ class ElasticTiresias(Tiresias):
             neg, _, jid, node = heapq.heappop(heap)
             if -neg <= GAIN_EPS:
                 break
-            jv = view.running[jid]
+            jv = view.running.get(jid) or view.pending[jid]
             role = gpu_role(jv)
             alloc = grown.get(jid) or {r: dict(t) for r, t in planned[jid].items()}
             if tasks_per_node(free[node:node + 1], role.demand)[0] < 1:   # taken since: look again
