@@ -49,6 +49,8 @@ INF = float("inf")
 class _Base(Policy):
     """Shared: options, hosts, fallback for jobs outside the single-host model, predictions."""
 
+    tick_s: float | None = None
+
     def __init__(self, gpu_options: list[PositiveCount] = (1, 2, 4, 8),
                  iteration_time_factor: dict[str, Positive] | None = None):
         self.options = sorted({int(o) for o in gpu_options})
@@ -103,6 +105,13 @@ class _Base(Policy):
                 self.queue.insert(0, jv.job_id)
         self.queue = [j for j in self.queue if j not in gone and j in view.pending]
 
+    def tick(self, view: View, free: np.ndarray, allocs: dict) -> float | None:
+        """Look again ``tick_s`` later while GPUs stay idle and jobs run (notes A7: the Job Launcher
+        "periodically checks"; a job that is restarting cannot grow until its restart ends)."""
+        if self.tick_s is None or not (view.running or allocs) or free[:, 0].max(initial=0) < 1:
+            return None
+        return self.tick_s
+
     def fallback(self, jv: JobView, free: np.ndarray, allocs: dict) -> None:
         alloc = first_fit(free, jv.roles, jv.requested_counts())
         if alloc is not None:
@@ -132,8 +141,10 @@ class SideCar(_Base):
                  container_init_s: NonNegative = 83.0, process_restart_base_s: NonNegative = 17.0,
                  process_restart_per_gpu_s: NonNegative = 5.0, pod_kill_s: NonNegative = 30.0,
                  pod_start_base_s: NonNegative = 136.0, pod_start_per_gpu_s: NonNegative = 19.0,
-                 cross_host: bool = True, reshape_up: bool = True, reshape_down: bool = True):
+                 cross_host: bool = True, reshape_up: bool = True, reshape_down: bool = True,
+                 tick_s: Positive | None = 60.0):
         super().__init__(gpu_options, iteration_time_factor)
+        self.tick_s = tick_s
         self.k_c = container_init_s
         self.d_sc = (process_restart_base_s, process_restart_per_gpu_s)
         self.pod = (pod_kill_s, pod_start_base_s, pod_start_per_gpu_s)
@@ -188,8 +199,11 @@ class SideCar(_Base):
         self.queue = [j for j in self.queue if j not in allocs]
         if self.up and not self.queue and not self.plans:
             self._reshape_up(view, free, allocs, busy)
-        wake = min((p.ready - now for p in self.plans.values()), default=None)
-        return Decision(allocs, max(wake, 1e-6) if wake is not None else None)
+        wakes = [max(p.ready - now, 1e-6) for p in self.plans.values()]
+        if not self.queue and not self.plans:
+            wakes.append(self.tick(view, free, allocs))
+        wakes = [w for w in wakes if w is not None]
+        return Decision(allocs, min(wakes) if wakes else None)
 
     def _apply(self, p: _Plan, view: View, free: np.ndarray, allocs: dict) -> None:
         jv = view.pending[p.job]
@@ -322,8 +336,9 @@ class SideCarTermination(_Base):
     def __init__(self, gpu_options: list[PositiveCount] = (1, 2, 4, 8),
                  iteration_time_factor: dict[str, Positive] | None = None, count_restart: bool = False,
                  pod_kill_s: NonNegative = 30.0, pod_start_base_s: NonNegative = 136.0,
-                 pod_start_per_gpu_s: NonNegative = 19.0):
+                 pod_start_per_gpu_s: NonNegative = 19.0, tick_s: Positive | None = 60.0):
         super().__init__(gpu_options, iteration_time_factor)
+        self.tick_s = tick_s
         self.count_restart = count_restart
         self.pod = (pod_kill_s, pod_start_base_s, pod_start_per_gpu_s)
 
@@ -350,6 +365,7 @@ class SideCarTermination(_Base):
         self.queue = [j for j in self.queue if j not in allocs]
         if not self.queue:
             self._add_one_by_one(view, free, allocs)
+            return Decision(allocs, self.tick(view, free, allocs))
         return Decision(allocs)
 
     def _add_one_by_one(self, view: View, free: np.ndarray, allocs: dict) -> None:
