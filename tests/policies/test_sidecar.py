@@ -123,3 +123,16 @@ def test_default_runs_jobs_static_and_out_of_order():
     first = {s.spec.job_id: s.first_start for s in rec.states}
     assert first["c"] == 2 and first["b"] >= 1000
     assert rec.summary()["rescales"] == 0
+
+
+def test_every_sidecar_job_type_has_its_profile():
+    """The SideCar workloads name each job by its zoo profile (no random draw)."""
+    import numpy as np
+    from clustersim.simulator.profiles import load
+    from clustersim.traces.synthetic import JOB_SET_ONE, JOB_SET_TWO, SIDECAR_PROFILES, sidecar_jobs
+
+    zoo = load()
+    for model, _, data in JOB_SET_ONE + JOB_SET_TWO:
+        assert zoo.match(SIDECAR_PROFILES[model, data], "gpu").name == SIDECAR_PROFILES[model, data]
+    cols = sidecar_jobs(np.random.default_rng(0), "W3")
+    assert set(cols["model"]) <= set(SIDECAR_PROFILES.values()) and "vgg16" in set(SIDECAR_PROFILES.values())
