@@ -231,14 +231,15 @@ def efficiency(rec: Recorder, start: float, end: float) -> dict:
     throughput at its size p over its best (EDL §1 fn 1, §6.3); ``cluster_efficiency_mean``: the
     same summed per GPU with idle GPUs at 0, over all GPUs (EDL Fig. 12). Both need the run's
     speed model (``rec.speed``) and cover single-role GPU jobs (sizes packed on the fewest nodes).
-    ``overhead_ratio``: time lost to reconfiguration over the jobs' total run time (first start to
-    end), SideCar Table VIII; ``scale_out_events`` / ``scale_in_events``: SideCar Fig. 11's adding and
+    ``overhead_ratio``: time lost to reshaping (scale, rescale, migrate; not starts or resumes) over
+    the jobs' total run time (first start to end), SideCar Table VIII; ``scale_out_events`` / ``scale_in_events``: SideCar Fig. 11's adding and
     removing events."""
     ev = rec._events
     out = {"scale_out_events": sum(k == "scale_out" for k in ev["kind"]),
            "scale_in_events": sum(k == "scale_in" for k in ev["kind"])}
     ran = sum(s.end_time - s.first_start for s in rec.states if s.end_time is not None and s.first_start is not None)
-    out["overhead_ratio"] = sum(s.overhead_s for s in rec.states) / ran if ran > 0 else None
+    reshaping = sum(o for k, o in zip(ev["kind"], ev["overhead_s"]) if k in ("scale_out", "scale_in", "rescale", "migrate"))
+    out["overhead_ratio"] = reshaping / ran if ran > 0 else None
     speed = getattr(rec, "speed", None)
     out["gpu_efficiency_mean"] = out["cluster_efficiency_mean"] = None
     if speed is None or end <= start:
