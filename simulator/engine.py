@@ -133,6 +133,7 @@ class Engine:
         self._lingering: dict[str, list] = {}   # job -> [(allocation, gpus)] a graceful scale-in still holds
         self._noise = component_rng(seed, "observe") if self.observe.throughput_noise > 0 else None
         self.recorder = Recorder(cluster)
+        self.recorder.speed = self.speed   # for the efficiency metrics (metrics.efficiency)
         self._who = f"policy {getattr(policy, 'name', type(policy).__name__)!r}"
         self.events = 0
         self.decisions = 0

@@ -225,6 +225,7 @@ class Recorder:
             "sim_end_time": self.end_time,
             **self.peer_summary(start, end),
             "unfinished_jobs": self.unfinished[:UNFINISHED_LISTED],
+            **efficiency(self, start, end),
         }
 
     def _mean_util(self, start: float, end: float) -> list[float | None]:
@@ -390,3 +391,66 @@ def _pair(a, b, fmt: str = "{:,.1f}") -> str:
 
 def _pct(x) -> str:
     return "-" if x is None else f"{100 * x:.1f}%"
+
+
+def efficiency(rec: Recorder, start: float, end: float) -> dict:
+    """EDL's and SideCar's elasticity metrics.
+
+    ``gpu_efficiency_mean``: time-weighted mean over busy GPUs of t(p)/t(p*), a job's per-GPU
+    throughput at its size p over its best (EDL §1 fn 1, §6.3); ``cluster_efficiency_mean``: the
+    same summed per GPU with idle GPUs at 0, over all GPUs (EDL Fig. 12). Both need the run's
+    speed model (``rec.speed``) and cover single-role GPU jobs (sizes packed on the fewest nodes).
+    ``overhead_ratio``: time lost to reshaping (scale, rescale, migrate; not starts or resumes) over
+    the jobs' total run time (first start to end), SideCar Table VIII; ``scale_out_events`` / ``scale_in_events``: SideCar Fig. 11's adding and
+    removing events."""
+    ev = rec._events
+    out = {"scale_out_events": sum(k == "scale_out" for k in ev["kind"]),
+           "scale_in_events": sum(k == "scale_in" for k in ev["kind"])}
+    ran = sum(s.end_time - s.first_start for s in rec.states if s.end_time is not None and s.first_start is not None)
+    reshaping = sum(o for k, o in zip(ev["kind"], ev["overhead_s"]) if k in ("scale_out", "scale_in", "rescale", "migrate"))
+    out["overhead_ratio"] = reshaping / ran if ran > 0 else None
+    speed = getattr(rec, "speed", None)
+    out["gpu_efficiency_mean"] = out["cluster_efficiency_mean"] = None
+    if speed is None or end <= start:
+        return out
+    specs = {s.spec.job_id: s.spec for s in rec.states}
+    per_node = max(float(rec.cluster.capacity[:, 0].max(initial=1.0)), 1.0)
+    best: dict[str, tuple] = {}
+
+    def eff(job_id: str, gpus: float) -> float | None:
+        spec = specs[job_id]
+        if len(spec.roles) != 1 or spec.roles[0].gpu <= 0 or gpus <= 0:
+            return None
+        role = spec.roles[0]
+        n = int(round(gpus / role.gpu))
+
+        def rate(k: int) -> float:
+            nodes = max(1, int(np.ceil(k * role.gpu / per_node)))
+            per, extra = divmod(k, nodes)
+            return speed.rate(spec, {role.name: {i: per + (i < extra) for i in range(nodes) if per + (i < extra)}})
+        if job_id not in best:
+            top = max(role.max_count, role.count, n)
+            best[job_id] = (max(rate(k) / k for k in range(1, top + 1)), rate)
+        t_best, rate = best[job_id]
+        return rate(n) / (n * t_best) if t_best > 0 and n > 0 else None
+
+    held: dict[str, float] = {}
+    busy_area = eff_area = gpu_area = 0.0
+    t_prev = start
+    for t, job_id, g in sorted(zip(ev["time"], ev["job_id"], ev["gpus_after"]), key=lambda x: x[0]):
+        t = min(max(t, start), end)
+        if t > t_prev:
+            for j, gpus in held.items():
+                e = eff(j, gpus)
+                if e is not None:
+                    busy_area += gpus * (t - t_prev)
+                    eff_area += e * gpus * (t - t_prev)
+            t_prev = t
+        if g > 0:
+            held[job_id] = g
+        else:
+            held.pop(job_id, None)
+    gpu_area = float(rec.cluster.total[0]) * (end - start)
+    out["gpu_efficiency_mean"] = eff_area / busy_area if busy_area > 0 else None
+    out["cluster_efficiency_mean"] = eff_area / gpu_area if gpu_area > 0 else None
+    return out

@@ -215,6 +215,13 @@ class SidecarRestart(PodRestart):
 
     sidecar_base_s: NonNegative = 17.0       # SideCar §II-C: 27 s at 2 GPUs, 37 s at 4 (notes/sidecar.md §3.6)
     sidecar_per_gpu_s: NonNegative = 5.0
+    early_init: bool = False   # the policy brought the container up while the job waited (SideCar §III-B-3):
+                               # a start costs the training-process start only
+
+    def start_s(self, spec, new, c):
+        if self.early_init:
+            return self.sidecar_base_s + self.sidecar_per_gpu_s * alloc_gpus(spec, new)
+        return PodRestart.start_s(self, spec, new, c)
 
     def change(self, spec, change, old, new, c):
         if not nodes_of(new) <= nodes_of(old):

@@ -175,6 +175,12 @@ JOB_SET_TWO = [("ResNet-18", 256, "ImageNet"), ("ResNet-34", 128, "ImageNet"), (
 SIDECAR_WORKLOADS = {"W1": (JOB_SET_ONE, 40), "W2": (JOB_SET_ONE, 20), "W3": (JOB_SET_TWO, 40), "W4": (JOB_SET_TWO, 40)}
 SIDECAR_WINDOW_S = 11000.0
 SIDECAR_GPU_OPTIONS = (1, 2, 4, 8)  # notes A16
+# each job type's zoo profile (simulator/profiles/sidecar.yaml and tf_cnn.yaml), by (model, dataset)
+SIDECAR_PROFILES = {("ResNet-18", "ImageNet"): "resnet18", ("ResNet-34", "ImageNet"): "resnet34",
+                    ("ResNet-50", "ImageNet"): "resnet50", ("ResNet-8", "Cifar10"): "resnet8_cifar10",
+                    ("InceptionV3", "ImageNet"): "inception3", ("VGG16", "ImageNet"): "vgg16",
+                    ("GoogLeNet", "ImageNet"): "googlenet", ("AlexNet", "ImageNet"): "alexnet",
+                    ("LeNet", "MNIST"): "lenet_mnist"}
 
 
 def sidecar_jobs(rng: np.random.Generator, workload: str = "W1") -> dict:
@@ -189,7 +195,7 @@ def sidecar_jobs(rng: np.random.Generator, workload: str = "W1") -> dict:
     models, batches, iterations, roles = [], [], [], []
     for t, g in zip(types, gpus):
         model, batch, data = job_set[t]
-        models.append(f"{model}/{data}")
+        models.append(SIDECAR_PROFILES[model, data])
         batches.append(batch)
         iterations.append(float(EPOCHS[data] * math.ceil(DATASETS[data] / batch)))
         roles.append([Role("worker", int(g), 1.0, 0.0, 0.0, 1, max(SIDECAR_GPU_OPTIONS))])

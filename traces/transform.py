@@ -7,6 +7,8 @@ applies it once the cluster is built.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -97,7 +99,27 @@ def _set(table: pa.Table, name: str, values) -> pa.Table:
     return table.set_column(table.schema.get_field_index(name), table.schema.field(name), values)
 
 
-OPS = {"window": window, "sample": sample, "scale_load": scale_load, "tenants": tenants}
+def elastic(table: pa.Table, *, rng=None, min_fraction: float = 0.5, max_tasks: int = 64):
+    """GPU jobs become elastic (EDL §5.1): the GPU role of a single-role job may run with
+    ``ceil(min_fraction · count)`` (EDL's QoS floor ⌈r·p_j⌉, r = 0.5 in §6.3) up to
+    ``max(count, max_tasks)`` tasks (R2 has no cap in the paper; the default is the largest
+    measured parallelism of the zoo's tables). Multi-role jobs (parameter servers) and
+    CPU-only roles are left as they are."""
+    if not 0 < min_fraction <= 1:
+        raise TraceError(f"elastic: min_fraction must be in (0, 1], got {min_fraction}")
+    if int(max_tasks) != max_tasks or max_tasks < 1:
+        raise TraceError(f"elastic: max_tasks must be an integer >= 1, got {max_tasks}")
+    rows = []
+    for roles in table["roles"].to_pylist():
+        if len(roles) == 1 and roles[0]["gpu"] > 0:
+            r = roles[0]
+            roles = [{**r, "min_count": max(1, math.ceil(r["count"] * min_fraction - 1e-9)),
+                      "max_count": max(int(r["count"]), int(max_tasks))}]
+        rows.append(roles)
+    return _set(table, "roles", pa.array(rows, table.schema.field("roles").type))
+
+
+OPS = {"window": window, "sample": sample, "scale_load": scale_load, "tenants": tenants, "elastic": elastic}
 
 OVERSIZE = ("error", "drop", "clamp")
 

@@ -87,12 +87,14 @@ def test_sidecar_workloads(workload, n):
     sub = np.array(t["submit_time"])
     assert t.num_rows == n and sub[0] == 0 and sub.max() <= 11000
     assert set(t["num_gpus"].to_pylist()) <= {1, 2, 4, 8}
+    from clustersim.traces.synthetic import SIDECAR_PROFILES
+    data_of = {profile: d for (_, d), profile in SIDECAR_PROFILES.items()}   # jobs are named by their profile
     for row in t.to_pylist():
-        model, data = row["model"].split("/")
+        data = data_of[row["model"]]
         assert row["iterations"] == {"ImageNet": 1, "Cifar10": 10, "MNIST": 10}[data] * math.ceil(
             {"ImageNet": 1_281_167, "Cifar10": 50_000, "MNIST": 60_000}[data] / row["batch_size"])
     if workload == "W1":
-        assert {"ResNet-18/ImageNet", "ResNet-8/Cifar10"} & set(t["model"].to_pylist())
+        assert {"resnet18", "resnet8_cifar10"} & set(t["model"].to_pylist())
 
 
 def test_synthetic_through_the_pipeline():

@@ -1,0 +1,470 @@
+"""Elastic-Tiresias (EDL, Wu et al., seed 001 §5.1): Tiresias plus two rules on elastic GPU jobs.
+
+The base plan is Tiresias's (``policies/tiresias.py``, reused by subclassing): discretized 2D-LAS
+queues, every job admitted at its requested size, all-or-nothing. On top of it, at every decision:
+
+- **reclaim** (notes/edl.md A10): while any job waits, jobs grown beyond their request by R2 go
+  back to it, so that the base plan is the one Tiresias would make at the requested sizes;
+- **R1, compaction**: when more than ``compaction_threshold`` (N = 10) jobs wait, each waiting job
+  in priority order may start with p GPUs taken from idle GPUs and from running jobs outside the
+  top queue G0 scaled in, never below ⌈r·requested⌉ (r = ``min_fraction`` = 0.5), the p GPUs
+  coming from at most ⌈p_i/m⌉ machines (footnote 6; m = GPUs per machine). p maximises the gain
+  in cluster efficiency Gain(i, p) = E_i(p) − Σ_victims [E_j(n_j) − E_j(n_j − d_j)], with
+  E(n) = S(n) / t(p*) (§1 fn 1, §6.3); victims give single GPUs, the one whose efficiency drops
+  least first (A12). The GPUs a graceful scale-in frees become free only once the leaving
+  workers have exited, so the job is *reserved* its GPUs and starts at the next decision that
+  finds them free (the engine decides again when the exit ends; ``reserve_retry_s`` wakes the
+  policy for mechanisms without a graceful exit);
+- **R2, expansion**: when no job waits and GPUs are idle, one GPU at a time goes to the running
+  elastic job with the largest relative speed-up (S(p+1) − S(p)) / S(p), while it is positive.
+
+S is the job's *profiled* throughput (``JobView.profiled``: what offline profiling or EDL's
+``profile()`` measures, §5.2), placement-aware; measured throughput samples give only the
+current size, not S(p+1). A job with an operation in flight is not scaled again (EDL §3.1,
+"committed sequentially"); ``retry_s`` later it is (the paper's 60 s retry). Only single-role
+GPU jobs whose role is elastic (``min_count < max_count``, e.g. the trace transform ``elastic``)
+are scaled; the rest are scheduled as plain Tiresias does.
+
+Optional, off by default: ``migrate_to_fewer_machines`` (EDL §5.2 worker migration: a running job
+spread over more machines than it needs moves onto fewer when they have room; the engine
+charges it as a ``migrate`` change). Which mechanism scales (stop-free or stop-resume) is the
+run's overhead model (``overhead=stop_free`` or ``overhead=stop_resume``), so the same policy
+measures the value of stop-free scaling. docs/policies/elastic_tiresias.md.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+
+import numpy as np
+
+from clustersim.policies.base import Decision, JobView, View, register
+from clustersim.policies.placement import PlacementName, release, shrink
+from clustersim.policies.tiresias import Tiresias
+from clustersim.simulator.cluster import EPS, tasks_per_node
+from clustersim.simulator.job import nodes_of, task_counts
+from clustersim.simulator.params import Count, NonNegative, Positive
+
+GAIN_EPS = 1e-9
+
+
+def gpu_role(jv: JobView):
+    """The job's one GPU role if it is a single-role elastic GPU job, else None."""
+    roles = jv.roles
+    if len(roles) == 1 and roles[0].gpu > 0 and roles[0].elastic:
+        return roles[0]
+    return None
+
+
+@register
+class ElasticTiresias(Tiresias):
+    name = "elastic_tiresias"
+    tags = frozenset({"elastic"})
+
+    def __init__(self, thresholds: list[Positive] = (500.0, 10000.0), starvation_knob: NonNegative = 0.0,
+                 gittins: bool = False, gittins_distribution: str = "bundled:tiresias/yarn-gput1000.csv",
+                 gittins_delta: Positive = 3250.0, placement: PlacementName = "first_fit",
+                 consolidate_models: list[str] = ("vgg11", "vgg16", "vgg19", "alexnet"),
+                 compaction: bool = True, expansion: bool = True, compaction_threshold: Count = 10,
+                 min_fraction: Positive = 0.5, reserve_retry_s: Positive = 1.0, reserve_timeout_s: Positive = 300.0,
+                 retry_s: Positive = 60.0, migrate_to_fewer_machines: bool = False):
+        super().__init__(thresholds, starvation_knob, gittins, gittins_distribution, gittins_delta, placement,
+                         consolidate_models)
+        if not 0 < min_fraction <= 1:
+            raise ValueError(f"elastic_tiresias: min_fraction must be in (0, 1], got {min_fraction}")
+        self.compaction, self.expansion = compaction, expansion
+        self.n_wait, self.r = int(compaction_threshold), float(min_fraction)
+        self.reserve_retry_s, self.reserve_timeout_s, self.retry_s = reserve_retry_s, reserve_timeout_s, retry_s
+        self.migrate = migrate_to_fewer_machines
+
+    def reset(self, view: View) -> None:
+        super().reset(view)
+        self.size: dict[str, float] = {}         # GPUs of a job the policy resized (else its request)
+        self.reserved: dict[str, tuple] = {}     # job -> (allocation, give up at)
+        self.speed: dict[str, dict] = {}         # job -> {(gpus, nodes): profiled it/s}
+        self.best: dict[str, float] = {}         # job -> t(p*), best per-GPU throughput
+        cap = view.cluster.capacity[:, 0]
+        self.m = int(cap.max()) if len(cap) else 1
+        self.compactions = self.expansions = 0
+
+    # ------------------------------------------------------------------ Tiresias hooks
+    def _push_demotion(self, job, now: float) -> None:
+        """Demotion time at the GPUs the job holds now (attained service is GPU-seconds, A8)."""
+        g = self.size.get(job.view.job_id, job.demand[0])
+        if job.queue < len(self.thresholds) and g > 0:
+            t = now + max((self.thresholds[job.queue] - job.service) / g, 1e-6)
+            heapq.heappush(self.demote_at, (t, self._count(), job, job.version))
+
+    def _started(self, jobs, now: float) -> None:
+        for job in jobs:
+            self.size.pop(job.view.job_id, None)
+        super()._started(jobs, now)
+
+    def _finish(self, job) -> None:
+        for d in (self.size, self.reserved, self.speed, self.best):
+            d.pop(job.view.job_id, None)
+        super()._finish(job)
+
+    # ------------------------------------------------------------------ decisions
+    def decide(self, view: View) -> Decision:
+        base = super().decide(view)
+        allocs = dict(base.allocations)
+        self._wake: float | None = None
+        self._elastic(view, allocs)
+        wakeups = [w for w in (base.wakeup, self._wake) if w is not None]
+        return Decision(allocs, min(wakeups) if wakeups else None)
+
+    def _later(self, seconds: float) -> None:
+        self._wake = seconds if self._wake is None else min(self._wake, seconds)
+
+    def _elastic(self, view: View, allocs: dict) -> None:
+        now = view.now
+        free = view.cluster.free_copy()
+        planned: dict[str, dict] = {}             # running jobs' allocations after this decision
+        for jid, jv in view.running.items():
+            planned[jid] = {r: dict(t) for r, t in jv.allocation.items()}
+        for jid, alloc in allocs.items():          # the base plan's stops and starts
+            jv = view.running.get(jid) or view.pending[jid]
+            if jid in view.running:
+                release(free, jv)
+            if alloc:
+                _take(free, jv, alloc)
+                planned[jid] = {r: dict(t) for r, t in alloc.items()}
+            else:
+                planned.pop(jid, None)
+        self._start_reserved(view, allocs, free, planned)
+        self._start_admitted(view, allocs, free, planned)
+        waiting = [self.jobs[jid] for jid in view.pending if jid not in allocs and jid in self.jobs]
+        if waiting:
+            if self._reclaim(view, allocs, planned):
+                self._later(self.reserve_retry_s)   # place the admitted jobs once those GPUs are free
+            if self.compaction and len(waiting) > self.n_wait:
+                waiting.sort(key=self._rank)
+                for job in waiting:
+                    if job.view.job_id not in self.reserved:
+                        self._compact(view, job, allocs, free, planned)
+        elif self.expansion and not self.reserved:
+            self._expand(view, allocs, free, planned)
+        if self.migrate and not waiting:
+            self._migrate(view, allocs, free, planned)
+        if self.reserved:
+            self._later(self.reserve_retry_s)
+
+    # ------------------------------------------------------------------ reservations
+    def _start_reserved(self, view, allocs, free, planned) -> None:
+        for jid, (alloc, until) in list(self.reserved.items()):
+            if jid not in view.pending or jid in allocs:
+                del self.reserved[jid]
+                continue
+            jv = view.pending[jid]
+            if _fits(free, jv, alloc):
+                _take(free, jv, alloc)
+                allocs[jid] = alloc
+                planned[jid] = alloc
+                del self.reserved[jid]
+                job = self.jobs[jid]
+                self._started([job], view.now)
+                self._resized(job, alloc, view.now)
+            elif view.now >= until:   # the GPUs never came free (another job took them): wait again
+                del self.reserved[jid]
+
+    def _start_admitted(self, view, allocs, free, planned) -> None:
+        """Jobs the last base plan admitted but could not place (GPUs held by grown jobs or still
+        exiting) start as soon as they fit, at their requested size."""
+        for jid, jv in view.pending.items():
+            job = self.jobs.get(jid)
+            if job is None or jid in allocs or jid in self.reserved or job.mark != self.plan or job.running:
+                continue
+            alloc = self._placed(job, free, view)
+            if alloc is not None:
+                allocs[jid] = planned[jid] = alloc
+                self._started([job], view.now)
+
+    # ------------------------------------------------------------------ reclaim (A10)
+    def _reclaim(self, view, allocs, planned) -> bool:
+        """While jobs wait, jobs grown past their request shrink back to it."""
+        changed = False
+        for jid, jv in view.running.items():
+            if jid in allocs or jid not in planned:
+                continue
+            role = gpu_role(jv)
+            if role is None or task_counts(jv.allocation).get(role.name, 0) <= role.count:
+                continue
+            if jv.reconfiguring:
+                self._later(self.retry_s)
+                continue
+            alloc = shrink(jv.allocation, {role.name: role.count})
+            allocs[jid] = planned[jid] = alloc
+            self._resized(self.jobs[jid], alloc, view.now)
+            changed = True
+        return changed
+
+    # ------------------------------------------------------------------ R1: compaction
+    def _compact(self, view, job, allocs, free, planned) -> None:
+        jv = job.view
+        roles = jv.roles
+        if len(roles) != 1 or roles[0].gpu <= 0:
+            return
+        role = roles[0]
+        p_req = role.count
+        k = max(1, math.ceil(p_req / self.m))          # footnote 6: at most ceil(p_i/m) machines
+        per_node = self._donors(view, allocs, planned)
+        idle = tasks_per_node(free, role.demand)
+        options = []
+        if k == 1:
+            for node in range(len(free)):
+                if view.cluster.up[node] and (idle[node] > 0 or per_node.get(node)):
+                    options.append([node])
+        else:
+            avail = {n: int(idle[n]) + sum(c for _, c in per_node.get(n, ())) for n in range(len(free))
+                     if view.cluster.up[n]}
+            options.append(sorted(avail, key=lambda n: (-avail[n], n))[:k])
+        best = None
+        for nodes in options:
+            plan = self._best_take(view, jv, role, nodes, idle, per_node, free, planned)
+            if plan is not None and (best is None or plan[0] > best[0] + GAIN_EPS):
+                best = plan
+        if best is None:
+            return
+        _, alloc, victims = best
+        for vid, node, d in victims:
+            vjv = view.running[vid]
+            cur = planned[vid]
+            new = {r: dict(t) for r, t in cur.items()}
+            vrole = vjv.roles[0].name
+            new[vrole][node] -= d
+            if not new[vrole][node]:
+                del new[vrole][node]
+            allocs[vid] = planned[vid] = new
+            self._resized(self.jobs[vid], new, view.now)
+        _take(free, jv, alloc)
+        self.compactions += 1
+        if not victims:             # idle GPUs only: it starts now
+            allocs[jv.job_id] = planned[jv.job_id] = alloc
+            self._started([job], view.now)
+            self._resized(job, alloc, view.now)
+            return
+        # the victims' GPUs come free once their leaving workers exit: hold them for the job
+        self.reserved[jv.job_id] = (alloc, view.now + self.reserve_timeout_s)
+
+    def _donors(self, view, allocs, planned) -> dict[int, list]:
+        """Per node, the running jobs that may give GPUs: elastic, outside G0, not reconfiguring,
+        still running after the base plan; (job id, tasks on the node)."""
+        out: dict[int, list] = {}
+        for jid, jv in view.running.items():
+            job = self.jobs.get(jid)
+            if job is None or job.queue == 0 or jid not in planned or jv.reconfiguring:
+                continue
+            role = gpu_role(jv)
+            if role is None:
+                continue
+            for node, c in planned[jid].get(role.name, {}).items():
+                out.setdefault(node, []).append((jid, c))
+        return out
+
+    def _best_take(self, view, jv, role, nodes, idle, per_node, free, planned):
+        """Take GPUs on ``nodes`` one at a time, idle ones first, then from the donor whose
+        efficiency drops least; return (gain, allocation, [(victim, node, GPUs)]) at the best p."""
+        counts = {}    # victim -> GPUs it would hold
+        floor = {}
+        heap = []
+        for node in nodes:
+            for vid, _ in per_node.get(node, ()):
+                if vid in counts:
+                    continue
+                vjv = view.running[vid]
+                vrole = vjv.roles[0]
+                counts[vid] = sum(planned[vid].get(vrole.name, {}).values())
+                floor[vid] = max(vrole.min_count, math.ceil(self.r * vrole.count - 1e-9))
+        left = {(vid, node): c for node in nodes for vid, c in per_node.get(node, ())}
+        for (vid, node), c in left.items():
+            if counts[vid] > floor[vid] and c > 0:
+                heapq.heappush(heap, (self._loss(view.running[vid], counts[vid]), vid, node))
+        placed = {n: 0 for n in nodes}
+        spare = {n: int(idle[n]) for n in nodes}
+        taken: dict[tuple, int] = {}
+        gain_lost = 0.0
+        best = None
+        lo = role.min_count if role.elastic else role.count
+        for p in range(1, role.count + 1):
+            node = next((n for n in nodes if spare[n] > 0), None)
+            if node is not None:
+                spare[node] -= 1
+            else:
+                while heap:
+                    loss, vid, vnode = heapq.heappop(heap)
+                    if counts[vid] > floor[vid] and left[(vid, vnode)] > 0:
+                        break
+                else:
+                    break
+                gain_lost += loss
+                counts[vid] -= 1
+                left[(vid, vnode)] -= 1
+                taken[(vid, vnode)] = taken.get((vid, vnode), 0) + 1
+                node = vnode
+                if counts[vid] > floor[vid] and left[(vid, vnode)] > 0:
+                    heapq.heappush(heap, (self._loss(view.running[vid], counts[vid]), vid, vnode))
+            placed[node] += 1
+            if p < lo:
+                continue
+            gain = self._eff(jv, p) - gain_lost
+            if gain > GAIN_EPS and (best is None or gain > best[0] + GAIN_EPS):
+                alloc = {role.name: {n: c for n, c in sorted(placed.items()) if c}}
+                if self._cpu_mem_fit(view, jv, alloc, free, taken):
+                    best = (gain, alloc, [(vid, n, d) for (vid, n), d in taken.items()])
+        return best
+
+    def _cpu_mem_fit(self, view, jv, alloc, free, taken) -> bool:
+        """The job's tasks fit each node once the victims' leaving tasks are gone (CPU, memory too)."""
+        role = jv.roles[0]
+        for node, c in alloc[role.name].items():
+            row = free[node].copy()
+            for (vid, n), d in taken.items():
+                if n == node:
+                    vr = view.running[vid].roles[0]
+                    row += d * np.asarray(vr.demand)
+            if (row + EPS < c * np.asarray(role.demand)).any():
+                return False
+        return True
+
+    # ------------------------------------------------------------------ R2: expansion
+    def _expand(self, view, allocs, free, planned) -> None:
+        heap = []
+        for jid in planned:   # running jobs, and those the base plan starts now
+            jv = view.running.get(jid) or view.pending[jid]
+            role = gpu_role(jv)
+            if role is None or jv.reconfiguring:
+                continue
+            alloc = planned[jid]
+            if sum(alloc.get(role.name, {}).values()) >= role.max_count:
+                continue
+            g = self._grow_gain(view, jv, role, alloc, free)
+            if g is not None:
+                heapq.heappush(heap, (-g[0], jv.index, jid, g[1]))
+        grown: dict[str, dict] = {}
+        while heap:
+            neg, _, jid, node = heapq.heappop(heap)
+            if -neg <= GAIN_EPS:
+                break
+            jv = view.running.get(jid) or view.pending[jid]
+            role = gpu_role(jv)
+            alloc = grown.get(jid) or {r: dict(t) for r, t in planned[jid].items()}
+            if tasks_per_node(free[node:node + 1], role.demand)[0] < 1:   # taken since: look again
+                g = self._grow_gain(view, jv, role, alloc, free)
+                if g is not None:
+                    heapq.heappush(heap, (-g[0], jv.index, jid, g[1]))
+                continue
+            alloc[role.name][node] = alloc[role.name].get(node, 0) + 1
+            free[node] -= np.asarray(role.demand)
+            grown[jid] = alloc
+            if sum(alloc[role.name].values()) < role.max_count:
+                g = self._grow_gain(view, jv, role, alloc, free)
+                if g is not None:
+                    heapq.heappush(heap, (-g[0], jv.index, jid, g[1]))
+        for jid, alloc in grown.items():
+            allocs[jid] = planned[jid] = alloc
+            self._resized(self.jobs[jid], alloc, view.now)
+            self.expansions += 1
+
+    def _grow_gain(self, view, jv, role, alloc, free):
+        """(relative speed-up of one more GPU, node) on the best node with room: one the job is
+        on first (no new machine), else the one with the most room."""
+        fit = tasks_per_node(free, role.demand)
+        fit = np.where(view.cluster.up, fit, 0)
+        if fit.max(initial=0) < 1:
+            return None
+        on = [n for n in alloc.get(role.name, {}) if fit[n] > 0]
+        node = min(on, key=lambda n: (-fit[n], n)) if on else int(np.argmax(fit))
+        cur = self._rate(jv, alloc)
+        more = {r: dict(t) for r, t in alloc.items()}
+        more[role.name][node] = more[role.name].get(node, 0) + 1
+        return ((self._rate(jv, more) - cur) / cur if cur > 0 else 0.0), node
+
+    # ------------------------------------------------------------------ migration (EDL §5.2)
+    def _migrate(self, view, allocs, free, planned) -> None:
+        """A job spread over more machines than its GPUs need moves onto the fewest that have room."""
+        for jid, jv in view.running.items():
+            if jid in allocs or jv.reconfiguring or len(jv.roles) != 1 or jv.roles[0].gpu <= 0:
+                continue
+            role = jv.roles[0]
+            alloc = planned[jid]
+            n = sum(alloc.get(role.name, {}).values())
+            have = len(nodes_of(alloc))
+            need = max(1, math.ceil(n / self.m))
+            if have <= need:
+                continue
+            trial = free.copy()
+            release(trial, jv)
+            fit = np.where(view.cluster.up, tasks_per_node(trial, role.demand), 0)
+            order = np.argsort(-fit, kind="stable")[:need]
+            if fit[order].sum() < n:
+                continue
+            new, left = {}, n
+            for node in order:
+                t = int(min(fit[node], left))
+                if t:
+                    new[int(node)] = t
+                    left -= t
+            if len(new) >= have:
+                continue
+            free[:] = trial
+            _take(free, jv, {role.name: new})
+            allocs[jid] = planned[jid] = {role.name: new}
+
+    # ------------------------------------------------------------------ speeds
+    def _rate(self, jv: JobView, alloc) -> float:
+        key = (tuple(sorted((r, tuple(sorted(t.items()))) for r, t in alloc.items())))
+        cache = self.speed.setdefault(jv.job_id, {})
+        r = cache.get(key)
+        if r is None:
+            r = cache[key] = jv.profiled.rate(alloc)
+        return r
+
+    def _packed_rate(self, jv: JobView, n: int) -> float:
+        role = jv.roles[0]
+        nodes = max(1, math.ceil(n / self.m))
+        cache = self.speed.setdefault(jv.job_id, {})
+        key = ("packed", n)
+        r = cache.get(key)
+        if r is None:
+            r = cache[key] = jv.profiled.counts_rate({role.name: n}, nodes)
+        return r
+
+    def _eff(self, jv: JobView, n: int) -> float:
+        """E(n) = S(n) / t(p*): n GPUs' summed per-GPU efficiency (EDL §1 fn 1, §6.3)."""
+        if n <= 0:
+            return 0.0
+        best = self.best.get(jv.job_id)
+        if best is None:
+            role = jv.roles[0]
+            top = max(role.max_count, role.count)
+            best = self.best[jv.job_id] = max(self._packed_rate(jv, p) / p for p in range(1, top + 1))
+        return self._packed_rate(jv, n) / best if best > 0 else 0.0
+
+    def _loss(self, jv: JobView, n: int) -> float:
+        """Cluster efficiency lost when a job at n GPUs gives one up."""
+        return self._eff(jv, n) - self._eff(jv, n - 1)
+
+    def _resized(self, job, alloc, now: float) -> None:
+        g = sum(job.view.roles[0].gpu * sum(t.values()) for t in alloc.values())
+        self.size[job.view.job_id] = g
+        job.version += 1
+        if job.running:
+            self._push_demotion(job, now)
+
+
+def _take(free: np.ndarray, jv: JobView, alloc) -> None:
+    for role in jv.roles:
+        d = np.asarray(role.demand)
+        for node, c in alloc.get(role.name, {}).items():
+            free[node] -= c * d
+
+
+def _fits(free: np.ndarray, jv: JobView, alloc) -> bool:
+    need = np.zeros_like(free)
+    for role in jv.roles:
+        d = np.asarray(role.demand)
+        for node, c in alloc.get(role.name, {}).items():
+            need[node] += c * d
+    return bool((need <= free + EPS).all())

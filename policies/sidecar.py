@@ -1,0 +1,428 @@
+"""SideCar's adaptive GPU scheduler and its two baselines (Wang et al., SC20, seed 003).
+
+Every job is one container on one host (TF MirroredStrategy, §V-A) and may run with any of its
+*options*, GPU counts ({1, 2, 4, 8} by default, §III-B-1 Table III, notes A16) within its
+role's bounds. Three policies:
+
+- ``sidecar`` (§III-C, Algorithms 1 and 2): a waiting job (FIFO scan, no head-of-line blocking,
+  notes A9) tries every option on every host, with the host's idle GPUs or the idle GPUs plus
+  the shortfall taken from *one* running job on that host, whose remaining count must be one of
+  its options (Alg. 1); when no job waits and GPUs are idle, idle GPUs go to one running job,
+  on its host or, with ``cross_host``, on another host by a pod restart (Alg. 2, §VI-E). The
+  option with the lowest predicted makespan wins (strict <, first evaluated wins ties, A2);
+  there is no do-nothing option (A4). Predictions (§III-C, E1–E6): remaining iterations ×
+  profiled seconds per iteration on the host's GPU type, plus the restart and start costs
+  below; the makespan is the latest predicted finish of all jobs (A1). Early initialisation
+  (§III-B-3): the incoming job's container is brought up for ``container_init_s`` while the
+  victim keeps training on all its GPUs; then the victim restarts its training process on
+  fewer GPUs and the new job starts its process (run with ``overhead=sidecar`` and
+  ``early_init: true``, so that the start costs the process start only).
+- ``sidecar_termination`` (§V-B(2), the Optimus-style baseline, notes A17): an arriving job
+  starts with its smallest option if a host has an idle GPU, else waits (FIFO); when no job
+  waits, idle GPUs go one option step at a time to the job with the largest marginal gain in
+  predicted remaining time per GPU (Optimus), each step a pod restart (``overhead=pod_restart``).
+- ``k8s_default`` (§V-B(1), notes A18): each job runs at its requested count (drawn from the
+  options by the workload), static; any waiting job that fits on one host starts, out of order,
+  on the host with the most idle GPUs.
+
+W1–W3 jobs declare their epochs (§V-A), so the remaining iterations are known to the scheduler;
+the simulator exposes a job's declared size only as its ground truth, so the two predicting
+policies are oracles (tag ``oracle``). Jobs the model does not cover (several roles, CPU only,
+larger than a host) run at their request, first fit, FIFO. docs/policies/sidecar.md.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from clustersim.policies.base import Decision, JobView, Policy, View, register
+from clustersim.policies.placement import first_fit
+from clustersim.simulator.cluster import EPS, tasks_per_node
+from clustersim.simulator.job import nodes_of, task_counts
+from clustersim.simulator.params import NonNegative, Positive, PositiveCount
+
+INF = float("inf")
+
+
+class _Base(Policy):
+    """Shared: options, hosts, fallback for jobs outside the single-host model, predictions."""
+
+    tick_s: float | None = None
+
+    def __init__(self, gpu_options: list[PositiveCount] = (1, 2, 4, 8),
+                 iteration_time_factor: dict[str, Positive] | None = None):
+        self.options = sorted({int(o) for o in gpu_options})
+        if not self.options:
+            raise ValueError(f"{self.name}: gpu_options must not be empty")
+        # Table IV (seed 003): seconds per iteration of job type 0 relative to V100 (1 GPU:
+        # V100 0.18 s, P100 0.25 s, 1080Ti 0.31 s); K80 is not in the paper (notes §4.1: ~3-4x, 3.5 chosen)
+        self.factor = dict(iteration_time_factor or {"V100": 1.0, "P100": 0.25 / 0.18, "1080Ti": 0.31 / 0.18,
+                                                     "K80": 3.5})
+
+    def reset(self, view: View) -> None:
+        self.queue: list[str] = []          # waiting jobs, FIFO by arrival
+        self.hosts = range(view.cluster.num_nodes)
+        self.gpus_per_host = view.cluster.capacity[:, 0]
+
+    # --- the jobs the model covers
+    def role(self, jv: JobView):
+        roles = jv.roles
+        if len(roles) == 1 and roles[0].gpu == 1 and roles[0].count <= self.gpus_per_host.max():
+            return roles[0]
+        return None
+
+    def opts(self, jv: JobView) -> list[int]:
+        r = jv.roles[0]
+        out = [o for o in self.options if r.min_count <= o <= r.max_count and o <= self.gpus_per_host.max()]
+        return out or [r.count]
+
+    @staticmethod
+    def host(jv: JobView) -> int:
+        return next(iter(nodes_of(jv.allocation)))
+
+    def idle(self, free: np.ndarray, jv: JobView, view: View) -> np.ndarray:
+        fit = tasks_per_node(free, jv.roles[0].demand)
+        return np.where(view.cluster.up, fit, 0)
+
+    # --- predictions (E1)
+    def t_iter(self, jv: JobView, n: int, host: int, view: View) -> float:
+        """Profiled seconds per iteration with n GPUs on ``host``, scaled by its GPU type (Table IV)."""
+        f = self.factor.get(view.cluster.gpu_type[host], 1.0)
+        return jv.profiled.iteration_time({jv.roles[0].name: {host: n}}) * f
+
+    def remaining(self, jv: JobView) -> float:
+        return max(jv.total_work - jv.iterations_done, 0.0)
+
+    # --- FIFO bookkeeping and the fallback
+    def arrivals(self, view: View) -> None:
+        gone = {j.job_id for j in view.finished}
+        for jv in sorted(view.arrived, key=lambda j: (j.submit_time, j.index)):
+            self.queue.append(jv.job_id)
+        for jv in view.stopped:   # a failure stopped it: it waits again, first
+            if jv.job_id in view.pending and jv.job_id not in self.queue:
+                self.queue.insert(0, jv.job_id)
+        self.queue = [j for j in self.queue if j not in gone and j in view.pending]
+
+    def tick(self, view: View, free: np.ndarray, allocs: dict) -> float | None:
+        """Look again ``tick_s`` later while GPUs stay idle and jobs run (notes A7: the Job Launcher
+        "periodically checks"; a job that is restarting cannot grow until its restart ends)."""
+        if self.tick_s is None or not (view.running or allocs) or free[:, 0].max(initial=0) < 1:
+            return None
+        return self.tick_s
+
+    def fallback(self, jv: JobView, free: np.ndarray, allocs: dict) -> None:
+        alloc = first_fit(free, jv.roles, jv.requested_counts())
+        if alloc is not None:
+            allocs[jv.job_id] = alloc
+
+
+@dataclass
+class _Plan:
+    """An incoming job being initialised early (Alg. 1's T, with its host)."""
+
+    job: str
+    ready: float          # container ready: the victim stops, the job starts
+    host: int
+    gpus: int
+    victim: str | None
+    removed: int
+
+
+@register
+class SideCar(_Base):
+    name = "sidecar"
+    oracle = True
+    tags = frozenset({"oracle", "elastic"})
+
+    def __init__(self, gpu_options: list[PositiveCount] = (1, 2, 4, 8),
+                 iteration_time_factor: dict[str, Positive] | None = None,
+                 container_init_s: NonNegative = 83.0, process_restart_base_s: NonNegative = 17.0,
+                 process_restart_per_gpu_s: NonNegative = 5.0, pod_kill_s: NonNegative = 30.0,
+                 pod_start_base_s: NonNegative = 136.0, pod_start_per_gpu_s: NonNegative = 19.0,
+                 cross_host: bool = True, reshape_up: bool = True, reshape_down: bool = True,
+                 tick_s: Positive | None = 60.0):
+        super().__init__(gpu_options, iteration_time_factor)
+        self.tick_s = tick_s
+        self.k_c = container_init_s
+        self.d_sc = (process_restart_base_s, process_restart_per_gpu_s)
+        self.pod = (pod_kill_s, pod_start_base_s, pod_start_per_gpu_s)
+        self.cross_host, self.up, self.down = cross_host, reshape_up, reshape_down
+
+    def reset(self, view: View) -> None:
+        super().reset(view)
+        self.plans: dict[str, _Plan] = {}
+        self.adds = self.removes = 0        # Fig. 11's adding and removing events
+
+    # --- costs the scheduler predicts with (§II-C fit, notes §3.6)
+    def restart_s(self, n: int) -> float:
+        """SideCar's in-container restart of the training process onto n GPUs: D_sc(n)."""
+        return self.d_sc[0] + self.d_sc[1] * n
+
+    def pod_restart_s(self, n: int) -> float:
+        return self.pod[0] + self.pod[1] + self.pod[2] * n
+
+    # --- decisions
+    def decide(self, view: View) -> Decision:
+        self.arrivals(view)
+        now = view.now
+        allocs: dict = {}
+        free = view.cluster.free_copy()
+        busy = set()       # victims and jobs being reshaped by a plan
+        for p in list(self.plans.values()):
+            if p.job not in view.pending or (p.victim and p.victim not in view.running):
+                del self.plans[p.job]        # the job or its victim went away: plan again
+                continue
+            if p.ready <= now + 1e-9:
+                self._apply(p, view, free, allocs)
+                del self.plans[p.job]
+            else:
+                free[p.host, 0] -= p.gpus - p.removed     # the idle GPUs it reserved
+                if p.victim:
+                    busy.add(p.victim)
+        busy.update(allocs)   # reshaped by this decision already: its view is not yet up to date
+        for jid in list(self.queue):
+            if jid in self.plans or jid in allocs:
+                continue
+            jv = view.pending[jid]
+            if self.role(jv) is None:
+                self.fallback(jv, free, allocs)
+                continue
+            plan = self._incoming(jv, view, free, busy)
+            if plan is not None:
+                self.plans[jid] = plan
+                free[plan.host, 0] -= plan.gpus - plan.removed
+                if plan.victim:
+                    busy.add(plan.victim)
+                    self.removes += 1
+        self.queue = [j for j in self.queue if j not in allocs]
+        if self.up and not self.queue and not self.plans:
+            self._reshape_up(view, free, allocs, busy)
+        wakes = [max(p.ready - now, 1e-6) for p in self.plans.values()]
+        if not self.queue and not self.plans:
+            wakes.append(self.tick(view, free, allocs))
+        wakes = [w for w in wakes if w is not None]
+        return Decision(allocs, min(wakes) if wakes else None)
+
+    def _apply(self, p: _Plan, view: View, free: np.ndarray, allocs: dict) -> None:
+        jv = view.pending[p.job]
+        role = jv.roles[0].name
+        if p.victim:
+            vjv = view.running[p.victim]
+            n = task_counts(vjv.allocation)[vjv.roles[0].name]
+            allocs[p.victim] = {vjv.roles[0].name: {p.host: n - p.removed}}
+            free[p.host] += np.asarray(vjv.roles[0].demand) * p.removed
+        alloc = {role: {p.host: p.gpus}}
+        need = np.asarray(jv.roles[0].demand) * p.gpus
+        if (free[p.host] + EPS >= need).all():
+            free[p.host] -= need
+            allocs[p.job] = alloc
+        elif p.victim:                 # cannot happen while reservations hold; undo the shrink
+            del allocs[p.victim]
+
+    # --- Algorithm 1: incoming job
+    def _incoming(self, jv: JobView, view: View, free: np.ndarray, busy: set) -> _Plan | None:
+        now = view.now
+        base = self._finishes(view, busy)
+        best, plan = INF, None
+        idle = self.idle(free, jv, view)
+        by_host: dict[int, list] = {}
+        for vid, vjv in view.running.items():
+            if vid in busy or vjv.reconfiguring or self.role(vjv) is None:
+                continue
+            by_host.setdefault(self.host(vjv), []).append(vjv)
+        start = self.k_c   # early initialisation, then the process start (D_sc)
+        for h in self.hosts:
+            if not view.cluster.up[h]:
+                continue
+            for n in self.opts(jv):
+                new = now + start + self.restart_s(n) + self.remaining(jv) * self.t_iter(jv, n, h, view)
+                if idle[h] >= n:
+                    ms = max(base.get("max", now), new)
+                    if ms < best:
+                        best, plan = ms, _Plan(jv.job_id, now + start, h, n, None, 0)
+                    continue
+                if not self.down:
+                    continue
+                rem = n - int(idle[h])
+                for vjv in sorted(by_host.get(h, ()), key=lambda j: j.index):
+                    cur = task_counts(vjv.allocation)[vjv.roles[0].name]
+                    if cur - rem < 1 or cur - rem not in self.opts(vjv):
+                        continue
+                    # the victim trains on all its GPUs during the early initialisation, then restarts (E3)
+                    done = start / self.t_iter(vjv, cur, h, view)
+                    left = max(self.remaining(vjv) - done, 0.0)
+                    fin = now + start + self.restart_s(cur - rem) + left * self.t_iter(vjv, cur - rem, h, view)
+                    ms = max(self._max_except(base, vjv.job_id, now), fin, new)
+                    if ms < best:
+                        best, plan = ms, _Plan(jv.job_id, now + start, h, n, vjv.job_id, rem)
+        return plan
+
+    def _finishes(self, view: View, busy: set) -> dict:
+        """Predicted finish of every running job at its allocation (E4), and of planned jobs."""
+        now = view.now
+        out = {}
+        for jid, jv in view.running.items():
+            if self.role(jv) is None:
+                continue
+            h = self.host(jv)
+            n = task_counts(jv.allocation)[jv.roles[0].name]
+            out[jid] = now + self.remaining(jv) * self.t_iter(jv, n, h, view)
+        for p in self.plans.values():
+            jv = view.pending[p.job]
+            out[p.job] = p.ready + self.restart_s(p.gpus) + self.remaining(jv) * self.t_iter(jv, p.gpus, p.host, view)
+        out["max"] = max(out.values(), default=now)
+        return out
+
+    @staticmethod
+    def _max_except(base: dict, jid: str, now: float) -> float:
+        return max((v for k, v in base.items() if k not in ("max", jid)), default=now)
+
+    # --- Algorithm 2: running jobs take idle GPUs
+    def _reshape_up(self, view: View, free: np.ndarray, allocs: dict, busy: set) -> None:
+        now = view.now
+        grown = set()
+        while True:
+            base = self._finishes(view, busy)
+            cands = [jv for jid, jv in sorted(view.running.items(), key=lambda kv: kv[1].index)
+                     if jid not in grown and jid not in busy and jid not in allocs and not jv.reconfiguring
+                     and self.role(jv) is not None]
+            if not cands:
+                return
+            idles = {jv.job_id: self.idle(free, jv, view) for jv in cands}
+            total = int(max(i.sum() for i in idles.values()))
+            best, pick = INF, None
+            for add in range(1, total + 1):
+                for jv in cands:
+                    idle = idles[jv.job_id]
+                    h = self.host(jv)
+                    cur = task_counts(jv.allocation)[jv.roles[0].name]
+                    if cur + add not in self.opts(jv):
+                        continue
+                    if idle[h] >= add:
+                        target, cost = h, self.restart_s(cur + add)
+                    elif self.cross_host:
+                        others = [x for x in self.hosts if x != h and idle[x] >= cur + add]
+                        if not others:
+                            continue
+                        target, cost = max(others, key=lambda x: (idle[x], -x)), self.pod_restart_s(cur + add)
+                    else:
+                        continue
+                    fin = now + cost + self.remaining(jv) * self.t_iter(jv, cur + add, target, view)
+                    ms = max(self._max_except(base, jv.job_id, now), fin)
+                    if ms < best:
+                        best, pick = ms, (jv, target, cur + add)
+            if pick is None:
+                return
+            jv, target, n = pick
+            role = jv.roles[0]
+            h = self.host(jv)
+            free[h] += np.asarray(role.demand) * task_counts(jv.allocation)[role.name]
+            free[target] -= np.asarray(role.demand) * n
+            allocs[jv.job_id] = {role.name: {target: n}}
+            grown.add(jv.job_id)
+            self.adds += 1
+
+
+@register
+class SideCarTermination(_Base):
+    """The termination-based baseline (Optimus's scheduling with job restarts, §V-B(2))."""
+
+    name = "sidecar_termination"
+    oracle = True
+    tags = frozenset({"oracle", "elastic"})
+
+    def __init__(self, gpu_options: list[PositiveCount] = (1, 2, 4, 8),
+                 iteration_time_factor: dict[str, Positive] | None = None, count_restart: bool = False,
+                 pod_kill_s: NonNegative = 30.0, pod_start_base_s: NonNegative = 136.0,
+                 pod_start_per_gpu_s: NonNegative = 19.0, tick_s: Positive | None = 60.0):
+        super().__init__(gpu_options, iteration_time_factor)
+        self.tick_s = tick_s
+        self.count_restart = count_restart
+        self.pod = (pod_kill_s, pod_start_base_s, pod_start_per_gpu_s)
+
+    def reset(self, view: View) -> None:
+        super().reset(view)
+        self.adds = 0
+
+    def decide(self, view: View) -> Decision:
+        self.arrivals(view)
+        allocs: dict = {}
+        free = view.cluster.free_copy()
+        for jid in list(self.queue):
+            jv = view.pending[jid]
+            if self.role(jv) is None:
+                self.fallback(jv, free, allocs)
+                continue
+            n = self.opts(jv)[0]   # "first allocates one GPU (the minimal number of required GPUs)"
+            idle = self.idle(free, jv, view)
+            hosts = [h for h in self.hosts if idle[h] >= n]
+            if hosts:
+                h = max(hosts, key=lambda x: (idle[x], -x))
+                free[h] -= np.asarray(jv.roles[0].demand) * n
+                allocs[jid] = {jv.roles[0].name: {h: n}}
+        self.queue = [j for j in self.queue if j not in allocs]
+        if not self.queue:
+            self._add_one_by_one(view, free, allocs)
+            return Decision(allocs, self.tick(view, free, allocs))
+        return Decision(allocs)
+
+    def _add_one_by_one(self, view: View, free: np.ndarray, allocs: dict) -> None:
+        """Each step: the job whose next option saves the most predicted time per added GPU
+        (Optimus's marginal gain), if positive, on its own host, after its last restart."""
+        while True:
+            best, pick = 0.0, None
+            for jid, jv in sorted(view.running.items(), key=lambda kv: kv[1].index):
+                if jid in allocs or jv.reconfiguring or self.role(jv) is None:
+                    continue
+                h = self.host(jv)
+                cur = task_counts(jv.allocation)[jv.roles[0].name]
+                bigger = [o for o in self.opts(jv) if o > cur]
+                if not bigger or self.idle(free, jv, view)[h] < bigger[0] - cur:
+                    continue
+                nxt = bigger[0]
+                rem = self.remaining(jv)
+                saved = rem * (self.t_iter(jv, cur, h, view) - self.t_iter(jv, nxt, h, view))
+                if self.count_restart:
+                    saved -= self.pod[0] + self.pod[1] + self.pod[2] * nxt
+                gain = saved / (nxt - cur)
+                if gain > best:
+                    best, pick = gain, (jv, h, nxt, cur)
+            if pick is None:
+                return
+            jv, h, nxt, cur = pick
+            free[h] -= np.asarray(jv.roles[0].demand) * (nxt - cur)
+            allocs[jv.job_id] = {jv.roles[0].name: {h: nxt}}
+            self.adds += 1
+
+
+@register
+class K8sDefault(_Base):
+    """Kubernetes' default scheduler as SideCar's baseline: static requested counts (§V-B(1))."""
+
+    name = "k8s_default"
+
+    def __init__(self, gpu_options: list[PositiveCount] = (1, 2, 4, 8)):
+        super().__init__(gpu_options, None)
+
+    def decide(self, view: View) -> Decision:
+        self.arrivals(view)
+        allocs: dict = {}
+        free = view.cluster.free_copy()
+        for jid in list(self.queue):
+            jv = view.pending[jid]
+            if self.role(jv) is None:
+                self.fallback(jv, free, allocs)
+                continue
+            n = jv.roles[0].count
+            idle = self.idle(free, jv, view)
+            hosts = [h for h in self.hosts if idle[h] >= n]
+            if hosts:   # out of order: any waiting job that fits starts (§VI-A)
+                h = max(hosts, key=lambda x: (idle[x], -x))
+                free[h] -= np.asarray(jv.roles[0].demand) * n
+                allocs[jid] = {jv.roles[0].name: {h: n}}
+        self.queue = [j for j in self.queue if j not in allocs]
+        return Decision(allocs)
+
+

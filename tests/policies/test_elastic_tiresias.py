@@ -1,0 +1,124 @@
+"""Elastic-Tiresias (EDL §5.1) on hand-made states: expansion (R2), compaction (R1), reclaim,
+and the trace transform that makes GPU jobs elastic."""
+
+from __future__ import annotations
+
+import math
+
+import pyarrow as pa
+import pytest
+
+from clustersim import policies
+from clustersim.simulator.engine import Engine
+from clustersim.simulator.job import task_counts
+from clustersim.simulator.overhead import ConstantOverhead
+from clustersim.traces.transform import elastic
+from tests.factories import cluster, gpu_job, jobs
+
+
+class TableSpeed:
+    """Iterations/s by job and GPU count (placement-blind)."""
+
+    def __init__(self, curves):
+        self.curves = curves
+
+    def rate(self, spec, alloc, cluster=None):
+        n = sum(sum(t.values()) for t in alloc.values())
+        return self.curves[spec.job_id](n)
+
+
+class Watch:
+    """Records every job's GPU count after each decision."""
+
+    def __init__(self, inner):
+        self.inner, self.name, self.oracle = inner, inner.name, inner.oracle
+        self.log = []
+
+    def reset(self, view):
+        self.inner.reset(view)
+
+    def decide(self, view):
+        d = self.inner.decide(view)
+        counts = {j: sum(task_counts(v.allocation).values()) for j, v in view.running.items()}
+        counts.update({j: sum(task_counts(a or {}).values()) for j, a in d.allocations.items()})
+        self.log.append((view.now, counts))
+        return d
+
+
+def run(specs, speed, cl, **params):
+    pol = Watch(policies.make("elastic_tiresias", **params))
+    rec = Engine(specs, cl, pol, speed=speed, overhead=ConstantOverhead()).run()
+    return pol, rec
+
+
+def test_expansion_gives_gpus_one_at_a_time_by_relative_speedup():
+    """Idle 4 GPUs, X and Y at 2: X's speed saturates at 3 GPUs, Y's is linear. Gains by hand:
+    X 2->3 = 0.5 (tie with Y, X first by index), Y 2->3 = 0.5, Y 3->4 = 1/3, X 3->4 = 0 (stops),
+    Y 4->5 = 1/4: X ends with 3 GPUs, Y with 5."""
+    specs = jobs(gpu_job("x", 0, 2, 1e6, work=1e6, min_gpus=1, max_gpus=8),
+                 gpu_job("y", 0, 2, 1e6, work=1e6, min_gpus=1, max_gpus=8))
+    speed = TableSpeed({"x": lambda n: float(min(n, 3)), "y": lambda n: float(n)})
+    pol, _ = run(specs, speed, cluster(nodes=1, gpus=8), thresholds=[1e9, 2e9])
+    t, first = pol.log[0]
+    assert t == 0 and first == {"x": 3, "y": 5}   # started at their requests, grown in the same decision
+
+
+def test_compaction_starts_waiting_jobs_on_freed_and_idle_gpus():
+    """Two 4-GPU machines, thresholds 1 and 100 GPU-s. A and B (4 GPUs, elastic 2..4) run first and
+    reach G2 (t = 25); C, D, E (elastic 1..2) arrive at t = 30 in G0 and preempt them, then drop to
+    G1 (t = 30.5), so A and B wait behind them: more than N = 1 jobs wait, C, D, E may give GPUs. S(n) = sqrt(n), so E(n) = sqrt(n). For A,
+    machine 1 holds E (2 GPUs) and 2 idle GPUs: p = 2 from idle gains sqrt(2) = 1.414; p = 3 adds
+    one of E's (loss sqrt(2) - 1) for 1.732 - 0.414 = 1.318; machine 0 (C and D) gives at best
+    0.586. So A starts on machine 1's two idle GPUs, below its request, before anything ends."""
+    specs = jobs(gpu_job("a", 0, 4, 1e6, work=1e6, min_gpus=2, max_gpus=4),
+                 gpu_job("b", 0, 4, 1e6, work=1e6, min_gpus=2, max_gpus=4),
+                 gpu_job("c", 30, 2, 1e6, work=1e6, min_gpus=1, max_gpus=2),
+                 gpu_job("d", 30, 2, 1e6, work=1e6, min_gpus=1, max_gpus=2),
+                 gpu_job("e", 30, 2, 1e6, work=1e6, min_gpus=1, max_gpus=2))
+    speed = TableSpeed({j: math.sqrt for j in "cdeab"})
+    pol, _ = run(specs, speed, cluster(nodes=2, gpus=4), thresholds=[1.0, 100.0], compaction_threshold=1,
+                 expansion=False)
+    assert any(t == 30 and c.get("a") == 0 and c.get("b") == 0 for t, c in pol.log)   # preempted by G0
+    restarted = [(t, c) for t, c in pol.log if t > 30 and c.get("a")]
+    assert restarted, "A never started again"
+    t, counts = restarted[0]
+    assert t < 100 and counts["a"] == 2
+    for _, c in pol.log:   # victims never below ceil(r * requested) = 1 (C, D, E) and no job over its request
+        assert all(c.get(j, 1) >= 1 for j in "cde") and all(c.get(j, 0) <= 2 for j in "cde")
+
+
+def test_no_compaction_at_or_below_the_threshold():
+    """The same state with N = 10: two waiting jobs do not exceed N, so A and B wait at their
+    requested sizes until GPUs come free."""
+    specs = jobs(gpu_job("a", 0, 4, 1e6, work=1e6, min_gpus=2, max_gpus=4),
+                 gpu_job("b", 0, 4, 1e6, work=1e6, min_gpus=2, max_gpus=4),
+                 gpu_job("c", 30, 2, 500, work=500, min_gpus=1, max_gpus=2),
+                 gpu_job("d", 30, 2, 1e6, work=1e6, min_gpus=1, max_gpus=2),
+                 gpu_job("e", 30, 2, 1e6, work=1e6, min_gpus=1, max_gpus=2))
+    speed = TableSpeed({j: math.sqrt for j in "cdeab"})
+    pol, _ = run(specs, speed, cluster(nodes=2, gpus=4), thresholds=[1.0, 100.0], compaction_threshold=10,
+                 expansion=False)
+    assert all(c.get("a", 0) in (0, 4) for _, c in pol.log)
+
+
+def test_reclaim_shrinks_expanded_jobs_when_a_job_waits():
+    """X grows to the whole machine while alone; when Y arrives, X goes back to its request and Y runs."""
+    specs = jobs(gpu_job("x", 0, 2, 1e6, work=1e6, min_gpus=1, max_gpus=4),
+                 gpu_job("y", 100, 2, 1e3, work=1e3))
+    speed = TableSpeed({"x": float, "y": float})
+    pol, rec = run(specs, speed, cluster(nodes=1, gpus=4), thresholds=[1e9, 2e9])
+    assert max(c.get("x", 0) for t, c in pol.log if t < 100) == 4
+    assert any(c.get("y") == 2 and c.get("x") == 2 for t, c in pol.log if t >= 100)
+    assert rec.summary()["jobs_finished"] == 2
+
+
+def test_elastic_transform_bounds():
+    role = {"name": "worker", "count": 5, "gpu": 1.0, "cpu": 0.0, "mem": 0.0, "min_count": 5, "max_count": 5}
+    ps = [{**role, "name": "ps", "gpu": 0.0}, role]
+    t = pa.table({"roles": [[role], [{**role, "count": 1, "min_count": 1, "max_count": 1}], ps]})
+    out = elastic(t, min_fraction=0.5, max_tasks=16)["roles"].to_pylist()
+    assert (out[0][0]["min_count"], out[0][0]["max_count"]) == (3, 16)   # ceil(0.5 * 5) = 3
+    assert (out[1][0]["min_count"], out[1][0]["max_count"]) == (1, 16)
+    assert out[2] == ps                                                   # parameter-server jobs unchanged
+    with pytest.raises(Exception, match="min_fraction"):
+        elastic(t, min_fraction=0.0)
