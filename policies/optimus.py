@@ -331,8 +331,8 @@ class Optimus(Policy):
                  relative: bool = False, patience: PositiveCount = 5,
                  overestimate: Annotated[float, Range(ge=1)] = 1.05, prior_epochs: Positive = 20.0,
                  prerun: list[list[int]] | None = None, prerun_s: NonNegative = 30.0,
-                 divisor: Literal["share", "raw"] = "share", on_no_fit: Literal["stop", "skip"] = "stop",
-                 max_tasks: Count = 0, keep_placement: bool = True,
+                 divisor: Literal["share", "raw"] = "share", on_no_fit: Literal["stop", "skip"] = "skip",
+                 max_tasks: Count = 0, keep_placement: bool = True, use_measured: bool = True,
                  prediction_error: Fraction = 0.0, error_on: Literal["both", "convergence", "speed"] = "both",
                  seed: Count = 0):
         self.interval, self.event_driven = float(interval), event_driven
@@ -344,7 +344,7 @@ class Optimus(Policy):
             raise ValueError(f"{self.name}: prerun must list [p, w] pairs of counts >= 1, got {prerun!r}")
         self.delay = float(prerun_s) * len(self.prerun)   # §5/§6.1: pre-run time before the first start
         self.divisor, self.on_no_fit, self.max_tasks = divisor, on_no_fit, int(max_tasks)
-        self.keep_placement = keep_placement
+        self.keep_placement, self.use_measured = keep_placement, use_measured
         self.error, self.error_on, self.seed = float(prediction_error), error_on, int(seed)
 
     def reset(self, view: View) -> None:
@@ -488,7 +488,12 @@ class Optimus(Policy):
                 k = task_counts(s.allocation)
                 if s.rate > 0 and k.get(worker, 0) > 0:
                     points.setdefault(((k.get(ps, 1) if ps else 1), k[worker]), []).append(s.rate)
-            c["rate"] = self._fit(job, [(x, float(np.mean(v))) for x, v in sorted(points.items())])
+            measured = {x: float(np.mean(v)) for x, v in sorted(points.items())}
+            model = self._fit(job, list(measured.items()))
+            if self.use_measured and measured:   # a measured point is used as it is (note §6 #20, [C])
+                c["rate"] = lambda p, w: measured.get((p, w)) or model(p, w)
+            else:
+                c["rate"] = model
         return c["rate"]
 
     def _prerun(self, job: JobView, ps, worker) -> list:
