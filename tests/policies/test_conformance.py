@@ -23,7 +23,7 @@ from clustersim.simulator.workload import build_jobs
 from tests.factories import cluster
 
 ALL = policies.names()
-ORACLES = {"sjf", "srtf", "tetris"}
+ORACLES = {"sjf", "srtf", "tetris", "optimus_oracle"}
 # the periodic policies replan every 20 min by default; the suite also runs them on events
 PARAMS = {"drf": {"event_driven": True, "interval": 300.0}, "tetris": {"event_driven": True, "interval": 300.0}}
 
