@@ -43,6 +43,9 @@ from clustersim.simulator.speed import OptimusSpeed
 # paper does not say. These span the grids measured (p, w up to 10) so that the fit does not
 # extrapolate far: mean error 4-28% over the Table 1 grids (docs/policies/optimus.md).
 PRERUN = ((1, 1), (1, 4), (4, 4), (4, 10), (10, 10))
+# Placement gives a job up once its candidate servers hold this many times what it needs in
+# every resource and still cannot host it evenly (fragmentation): it bounds a round's cost.
+GIVE_UP = 8.0
 
 
 # ---------------------------------------------------------------------------- estimates
@@ -191,23 +194,25 @@ def _push(heap: list, plan: Plan, unit: dict) -> None:
 # ---------------------------------------------------------------------------- Theorem 1
 class NodeSet:
     """Free resources of the up nodes, popped most-free-CPU first (§4.2: servers "in descending
-    order of ... available CPU capacity") from two heaps, nodes with GPUs and nodes without.
-    A job with GPU tasks looks at GPU nodes first, any other job at CPU-only nodes first (then
-    the other kind): on mixed clusters CPU jobs leave GPU servers to GPU jobs (note §6 #15d)."""
+    order of ... available CPU capacity") from two heaps: nodes with a GPU free and nodes
+    without (CPU servers, and GPU servers whose GPUs are all taken). A job with GPU tasks looks
+    at the first kind first, any other job at the second kind first (then the other): on mixed
+    clusters CPU jobs leave free GPUs' servers to GPU jobs (note §6 #15d)."""
 
     def __init__(self, free: np.ndarray, up, capacity: np.ndarray):
         self.rows = [[float(x) for x in r] for r in free]
-        self.has_gpu = [float(c[0]) > 0 for c in capacity]
         self.up = [bool(u) for u in up]
         self.total = [0.0, 0.0, 0.0]
         self.heaps: tuple[list, list] = ([], [])   # (with GPUs, without)
+        self.failed: dict[tuple, list] = {}   # task kinds -> counts that did not fit (this round)
         self.reheap()
 
     def reheap(self) -> None:
+        self.failed = {}   # room changed: what did not fit may now
         heaps = ([], [])
         for i, row in enumerate(self.rows):
             if self.up[i]:
-                heaps[0 if self.has_gpu[i] else 1].append((-row[1], i))
+                heaps[0 if row[0] > EPS else 1].append((-row[1], i))
         for h in heaps:
             heapq.heapify(h)
         self.heaps = heaps
@@ -220,7 +225,7 @@ class NodeSet:
 
     def push(self, nodes: list[int]) -> None:
         for i in nodes:
-            heapq.heappush(self.heaps[0 if self.has_gpu[i] else 1], (-self.rows[i][1], i))
+            heapq.heappush(self.heaps[0 if self.rows[i][0] > EPS else 1], (-self.rows[i][1], i))
 
     def add(self, job: JobView, alloc, sign: float = 1.0) -> bool:
         """Give back (``sign`` 1) or take again (-1) what ``alloc`` holds; taking fails (and
@@ -285,24 +290,37 @@ def place(nodes: NodeSet, job: JobView, counts: dict[str, int]) -> dict | None:
     need = [sum(counts[r.name] * r.demand[k] for r in roles) for k in range(3)]
     if any(need[k] > nodes.total[k] + EPS for k in range(3)):
         return None
+    kind = tuple((r.name, r.demand) for r in roles)
+    sizes = tuple(counts[r.name] for r in roles)
+    for failed in nodes.failed.get(kind, ()):   # a job like one that did not fit, and no smaller
+        if all(a >= b for a, b in zip(sizes, failed)):
+            return None
     first, n_first = roles[0], counts[roles[0].name]
     cand: list[int] = []
-    have, slots, out = [0.0, 0.0, 0.0], 0, None
+    have, slots, out, next_try = [0.0, 0.0, 0.0], 0, None, 1
     while out is None:
         i = nodes.pop(need[0] > 0)
         if i is None:
+            if cand and len(cand) < next_try:   # the last, whole candidate set
+                out = _try(nodes.rows, cand, roles, counts)
             break
         cand.append(i)
         row = nodes.rows[i]
         for k in range(3):
             have[k] += row[k]
         slots += _fits(row, first.demand)
-        # try k servers only once they could hold the job at all (cheap necessary conditions)
-        if slots >= n_first and all(have[k] + EPS >= need[k] for k in range(3)):
+        # try k servers only once they could hold the job at all (cheap necessary conditions);
+        # after a failed try, at twice as many (a fragmented cluster costs O(n), not O(n^2))
+        if len(cand) >= next_try and slots >= n_first and all(have[k] + EPS >= need[k] for k in range(3)):
             out = _try(nodes.rows, cand, roles, counts)
+            next_try = 2 * len(cand)
+        if out is None and all(have[k] >= GIVE_UP * need[k] for k in range(3)):
+            break   # servers with GIVE_UP times what the job needs cannot hold it: it waits
     if out is not None:
         for k in range(3):
             nodes.total[k] -= need[k]
+    else:
+        nodes.failed.setdefault(kind, []).append(sizes)
     nodes.push(cand)
     return out
 
