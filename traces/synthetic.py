@@ -10,7 +10,7 @@ job mixes of the papers this project reproduces.
 * ``dlrover``: parameter-server recommendation jobs (Wide&Deep, DeepFM, xDeepFM) with the
   well-tuned PS/worker configurations of DLRover [D] Table 2 (seed 000).
 * ``optimus``: the Optimus testbed workload, arrivals uniform in [0, 12000] s over the
-  models of Table 1 (seed 004 §6.1).
+  models of Table 1, sync or async at random (seed 004 §6.1).
 * ``sidecar``: SideCar workloads W1–W4 (seed 003 §V-A, Tables VI and VII).
 
 See docs/traces/synthetic.md for every constant's source and the choices made where the
@@ -149,9 +149,15 @@ OPTIMUS_MODELS = {
 OPTIMUS_WINDOW_S = 12000.0
 
 
-def optimus_jobs(rng: np.random.Generator, jobs: int = 60, max_tasks: int = 12) -> dict:
+def optimus_jobs(rng: np.random.Generator, jobs: int = 60, max_tasks: int = 12, async_share: float = 0.5) -> dict:
     """Work is convergence-driven (no iterations in the paper): duration and iterations stay
-    null for the convergence model. ``max_tasks`` bounds PS and workers (the testbed's 12 GPUs)."""
+    null for the convergence model. ``max_tasks`` bounds PS and workers (the testbed's 12 GPUs).
+    Each job trains async with probability ``async_share`` (§6.1: "async or sync is chosen at
+    random"; 0.5 as an even coin), its model then named ``<model>/async`` (the zoo's
+    ``<profile>_async``); the draws come after the arrivals, so that share 0 gives the jobs a
+    share-free generator gave."""
+    if not 0 <= async_share <= 1:
+        raise TraceError(f"synthetic optimus: async_share must be in [0, 1], got {async_share!r}")
     names = list(OPTIMUS_MODELS)
     models = rng.choice(names, size=jobs)
     roles = []
@@ -159,6 +165,8 @@ def optimus_jobs(rng: np.random.Generator, jobs: int = 60, max_tasks: int = 12) 
         (ps_cpu, ps_mem), (w_cpu, w_mem, w_gpu) = OPTIMUS_MODELS[m]
         roles.append([Role("ps", 1, 0.0, ps_cpu, ps_mem, 1, max_tasks), Role("worker", 1, w_gpu, w_cpu, w_mem, 1, max_tasks)])
     submit = arrivals(rng, jobs, process="uniform", start=0.0, end=OPTIMUS_WINDOW_S)
+    if async_share > 0:
+        models = [f"{m}/async" if a else str(m) for m, a in zip(models, rng.random(jobs) < async_share)]
     return {"submit": submit, "roles": roles, "duration": [None] * jobs, "model": list(models)}
 
 

@@ -310,6 +310,42 @@ class _OptimusKind:
     rate = _TableKind.rate
 
 
+@SPEED_KINDS.register("ps_async")
+class _PSAsyncKind:
+    """Asynchronous training of a PS model whose synchronous grid is measured (profile ``sync``).
+
+    Optimus Eq. 2 (seed 004 §3.2) gives one worker's step time as forward + backward + transfer
+    + update + overheads. Sync training (Eq. 4) holds the global batch M, so a worker computes
+    M/w samples a step; async training (Eq. 3) holds each worker's batch m (notes/optimus.md
+    §6 #21). With the PS-side terms the same in both (w'_ρ = w: every worker contends, the
+    linear case §3.2 assumes), the async step takes the measured sync step time plus the
+    forward time of the extra samples, ``T_a = 1/f_s(p, w) + θ0·(m − M/w)``, θ0 the per-sample
+    forward time of Eq. 4 fitted to the sync grid; w workers complete ``w / T_a`` steps/s of
+    ``m`` samples. The result is a grid over the same (p, w), interpolated like the sync one;
+    m is this profile's ``batch_size``. At w = 1 both modes run at the same speed.
+    """
+
+    @staticmethod
+    def build(prof, speed, raw, built, chain, where):
+        base_name = speed.get("sync")
+        if prof.family != "ps" or base_name not in raw:
+            raise ProfileError(f"{where}: speed.kind ps_async is for ps profiles and needs speed.sync, "
+                               f"the name of the synchronous profile whose grid it derives from (got {base_name!r})")
+        base = _build(base_name, raw, built, chain)
+        if base.speed_kind != "table" or base.family != "ps":
+            raise ProfileError(f"{where}: speed.sync must name a ps profile with a measured grid (kind table)")
+        big_m, m = base.batch_size, prof.batch_size
+        pts = [((float(p), float(w)), v / big_m) for (p, w), v in zip(base.model.keys, base.model.values)]
+        theta0 = OptimusSpeed("sync", big_m).fit(pts).theta[0]
+        grid = {}
+        for (p, w), steps in pts:
+            t = 1.0 / steps + theta0 * (m - big_m / w)
+            grid[(p, w)] = w / t * m   # samples/s, as the sync grid
+        prof.model = TableSpeed(grid)
+
+    rate = staticmethod(_TableKind.rate)
+
+
 @SPEED_KINDS.register("dlrover")
 class _DLRoverKind:
     """PS job: DLRover-RM Eqs. 1-6 in workers, PS and the CPU each task is granted."""

@@ -73,11 +73,17 @@ def test_optimus_testbed_workload():
     t = gen(generator="optimus")
     sub = np.array(t["submit_time"])
     assert t.num_rows == 60 and sub.min() >= 0 and sub.max() <= 12000
-    assert set(t["model"].to_pylist()) <= set(synthetic.OPTIMUS_MODELS)
+    models = t["model"].to_pylist()
+    assert {m.removesuffix("/async") for m in models} <= set(synthetic.OPTIMUS_MODELS)
+    n_async = sum(m.endswith("/async") for m in models)
+    assert 15 <= n_async <= 45   # sync or async at random (§6.1), an even coin by default
+    sync_only = gen(generator="optimus", async_share=0.0)   # the draws come last: same jobs, all sync
+    assert sync_only["submit_time"].equals(t["submit_time"])
+    assert sync_only["model"].to_pylist() == [m.removesuffix("/async") for m in models]
     for row in t.to_pylist():
         ps, worker = row["roles"]
         assert (ps["count"], worker["count"], ps["max_count"]) == (1, 1, 12)
-        if row["model"] == "ResNet-50":
+        if row["model"].removesuffix("/async") == "ResNet-50":
             assert (ps["cpu"], ps["mem"], worker["cpu"], worker["mem"], worker["gpu"]) == (3, 9, 2, 8, 1)
 
 

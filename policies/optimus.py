@@ -1,0 +1,588 @@
+"""Optimus (Peng et al., EuroSys'18; seed 004): model-driven elastic scheduling of PS/worker jobs.
+
+Every ``interval`` (20 min, §6.1) the policy, per active job,
+1. estimates the remaining work Q_j: Eq. 1 fitted online to the job's noisy epoch losses
+   (``LossFitter``, §3.1), the epochs left to the looser threshold δ' until the job reaches
+   it, then to δ (§4.1), times ``overestimate`` (1.05, §4.1/§6.1) while aiming at δ';
+2. estimates its speed f_j(p, w): Eq. 3 (async) or Eq. 4 (sync) fitted by NNLS
+   (``OptimusSpeed``, §3.2) to the pre-run samples (a few (p, w) settings profiled before the
+   job starts, §3.2/§6.1, whose time delays its first start) and the throughput it was
+   measured at since;
+3. allocates by Algorithm 1 (§4.1): every job starts at its gang minimum (1 PS + 1 worker),
+   then the task with the largest Eq. 9 gain, the drop of remaining time Q/f per unit of the
+   task's dominant share, is added, until the cluster's totals (Eq. 7) run out or no gain is
+   positive;
+4. places by Theorem 1 (§4.2): smallest job first, each on the fewest servers that hold it,
+   its workers and its PS spread evenly over them. A job that cannot be placed waits for the
+   next interval ("temporarily paused").
+
+``optimus_oracle`` reads the true remaining work and speed instead of estimating them; with
+``prediction_error`` e both read each job's values times (1 ± e), the sign drawn per job and
+quantity (§6.3.1). Choices the paper leaves open are parameters: docs/policies/optimus.md.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from typing import Annotated, Literal
+
+import numpy as np
+
+from clustersim.policies.base import Decision, JobView, Observer, Policy, Profiled, View, register
+from clustersim.policies.placement import keep_in_place
+from clustersim.simulator.cluster import EPS
+from clustersim.simulator.convergence import LossFitter
+from clustersim.simulator.errors import PolicyError
+from clustersim.simulator.job import task_counts
+from clustersim.simulator.params import Count, Fraction, NonNegative, Positive, PositiveCount, Range
+from clustersim.simulator.rng import component_rng
+from clustersim.simulator.speed import OptimusSpeed
+
+# Pre-run (p, w) settings: five, as §6.1 ("5 different combinations of (p, w)"); which five the
+# paper does not say. These span the grids measured (p, w up to 10) so that the fit does not
+# extrapolate far: mean error 4-28% over the Table 1 grids (docs/policies/optimus.md).
+PRERUN = ((1, 1), (1, 4), (4, 4), (4, 10), (10, 10))
+# Placement gives a job up once its candidate servers hold this many times what it needs in
+# every resource and still cannot host it evenly (fragmentation): it bounds a round's cost.
+GIVE_UP = 8.0
+
+
+# ---------------------------------------------------------------------------- estimates
+class Estimate:
+    """A job's remaining work Q (iterations) and speed f(p, w) (iterations/s), as the policy sees them."""
+
+    __slots__ = ("q", "rate")
+
+    def __init__(self, q: float, rate):
+        self.q, self.rate = q, rate
+
+    def time(self, p: int, w: int) -> float:
+        """Remaining time Q / f(p, w) (Eq. 6)."""
+        f = self.rate(p, w)
+        return self.q / f if f > 0 else math.inf
+
+
+def optimus_rate(mode: str, theta, batch: float):
+    """f(p, w) of Eq. 3 (async) or Eq. 4 (sync) as a plain function (the hot path of Algorithm 1)."""
+    if mode == "async":
+        a0, a1, a2, a3 = (float(t) for t in theta)
+
+        def f(p, w):
+            t = a0 + a1 * w / p + a2 * w + a3 * p
+            return w / t if t > 0 else math.inf
+    else:
+        a0, a1, a2, a3, a4 = (float(t) for t in theta)
+        a0 *= batch
+
+        def f(p, w):
+            t = a0 / w + a1 + a2 * w / p + a3 * w + a4 * p
+            return 1.0 / t if t > 0 else math.inf
+    return f
+
+
+def job_mode(job: JobView) -> str:
+    """A job's training mode, part of its request: async if its model name says so (the
+    synthetic Optimus workload names async jobs ``<model>/async``), else sync (§6.1)."""
+    m = (job.model or "").lower()
+    return "async" if m.endswith("async") else "sync"
+
+
+def shape(job: JobView) -> tuple[str | None, str]:
+    """(PS role or None, the role whose count is w): a job without PS is fitted with p = 1."""
+    names = [r.name for r in job.roles]
+    worker = "worker" if "worker" in names else names[0]
+    return ("ps" if "ps" in names and worker != "ps" else None), worker
+
+
+# ---------------------------------------------------------------------------- Algorithm 1
+class Plan:
+    """One job in Algorithm 1: its task counts per role and its remaining-time model."""
+
+    __slots__ = ("job", "counts", "est", "ps", "worker", "t", "blocked", "seq")
+
+    def __init__(self, job: JobView, est: Estimate | None, seq: int):
+        self.job, self.est, self.seq = job, est, seq
+        self.counts = {r.name: r.min_count for r in job.roles}
+        self.ps, self.worker = shape(job)
+        self.blocked: set[str] = set()
+        self.t = None
+
+    def pw(self, counts=None) -> tuple[int, int]:
+        c = self.counts if counts is None else counts
+        return (c[self.ps] if self.ps else 1), c[self.worker]
+
+
+def dominant_share(demand, capacity) -> float:
+    """A task's dominant share: its largest demand over the cluster's capacity (DRF's definition)."""
+    return max((d / c for d, c in zip(demand, capacity) if d > 0 and c > 0), default=0.0)
+
+
+def allocate(plans: list[Plan], capacity, *, divisor: str = "share", on_no_fit: str = "stop",
+             max_tasks: int = 0) -> list[Plan]:
+    """Algorithm 1 (§4.1). ``plans`` in arrival order; returns those that got their gang minimum.
+
+    Minimums first, in arrival order, skipping jobs whose minimum no longer fits the totals
+    (note §6 #12); then the task of largest Eq. 9 gain, while gains are positive. A task that
+    no longer fits ends the loop (``stop``, the paper's "until some resource ... is used up")
+    or only that role of that job (``skip``).
+    """
+    left = [float(x) + EPS for x in capacity]
+    got = []
+    for plan in plans:
+        need = [0.0, 0.0, 0.0]
+        for r in plan.job.roles:
+            for k in range(3):
+                need[k] += r.min_count * r.demand[k]
+        if all(n <= x for n, x in zip(need, left)):
+            for k in range(3):
+                left[k] -= need[k]
+            got.append(plan)
+    heap = []
+    unit: dict = {}
+    for plan in got:
+        if plan.est is None:
+            continue
+        for r in plan.job.roles:
+            if r.elastic and r.name in (plan.ps, plan.worker):
+                d = dominant_share(r.demand, capacity) if divisor == "share" else max(r.demand)
+                unit[(plan.seq, r.name)] = (d, r.demand, min(r.max_count, max_tasks or r.max_count))
+        p, w = plan.pw()
+        plan.t = plan.est.time(p, w)
+        _push(heap, plan, unit)
+    while heap:
+        g, _, _, plan, role = heapq.heappop(heap)
+        if -g <= 0:
+            break
+        d = unit[(plan.seq, role)][1]
+        if not (d[0] <= left[0] and d[1] <= left[1] and d[2] <= left[2]):
+            if on_no_fit == "stop":
+                break
+            plan.blocked.add(role)
+            _push(heap, plan, unit)
+            continue
+        left[0] -= d[0]
+        left[1] -= d[1]
+        left[2] -= d[2]
+        plan.counts[role] += 1
+        p, w = plan.pw()
+        plan.t = plan.est.time(p, w)
+        _push(heap, plan, unit)
+    return got
+
+
+def _push(heap: list, plan: Plan, unit: dict) -> None:
+    """Push the job's best next task (Eq. 9: the larger of the PS and the worker gain; PS on ties,
+    note §6 #10), if it has one."""
+    best = None
+    p, w = plan.pw()
+    t = plan.t
+    for role, nxt in ((plan.ps, (p + 1, w)), (plan.worker, (p, w + 1))):
+        u = unit.get((plan.seq, role)) if role else None
+        if u is None or role in plan.blocked or plan.counts[role] >= u[2]:
+            continue
+        gain = t - plan.est.time(*nxt)
+        if math.isinf(t):
+            gain = math.inf if not math.isinf(plan.est.time(*nxt)) else 0.0
+        gain = gain / u[0] if u[0] > 0 else (math.inf if gain > 0 else 0.0)
+        if best is None or gain > best[0]:
+            best = (gain, role)
+    if best is not None:
+        heapq.heappush(heap, (-best[0], plan.job.submit_time, plan.seq, plan, best[1]))
+
+
+# ---------------------------------------------------------------------------- Theorem 1
+class NodeSet:
+    """Free resources of the up nodes, popped most-free-CPU first (§4.2: servers "in descending
+    order of ... available CPU capacity") from two heaps: nodes with a GPU free and nodes
+    without (CPU servers, and GPU servers whose GPUs are all taken). A job with GPU tasks looks
+    at the first kind first, any other job at the second kind first (then the other): on mixed
+    clusters CPU jobs leave free GPUs' servers to GPU jobs (note §6 #15d)."""
+
+    def __init__(self, free: np.ndarray, up, capacity: np.ndarray):
+        self.rows = [[float(x) for x in r] for r in free]
+        self.up = [bool(u) for u in up]
+        self.total = [0.0, 0.0, 0.0]
+        self.heaps: tuple[list, list] = ([], [])   # (with GPUs, without)
+        self.failed: dict[tuple, list] = {}   # task kinds -> counts that did not fit (this round)
+        self.reheap()
+
+    def reheap(self) -> None:
+        self.failed = {}   # room changed: what did not fit may now
+        heaps = ([], [])
+        for i, row in enumerate(self.rows):
+            if self.up[i]:
+                heaps[0 if row[0] > EPS else 1].append((-row[1], i))
+        for h in heaps:
+            heapq.heapify(h)
+        self.heaps = heaps
+        self.total = [sum(self.rows[i][k] for h in heaps for _, i in h) for k in range(3)]
+
+    def pop(self, gpu_first: bool) -> int | None:
+        a, b = self.heaps if gpu_first else self.heaps[::-1]
+        h = a or b
+        return heapq.heappop(h)[1] if h else None
+
+    def push(self, nodes: list[int]) -> None:
+        for i in nodes:
+            heapq.heappush(self.heaps[0 if self.rows[i][0] > EPS else 1], (-self.rows[i][1], i))
+
+    def add(self, job: JobView, alloc, sign: float = 1.0) -> bool:
+        """Give back (``sign`` 1) or take again (-1) what ``alloc`` holds; taking fails (and
+        changes nothing) if a node no longer has room. Heaps are rebuilt by ``reheap``."""
+        delta: dict[int, list[float]] = {}
+        for r in job.roles:
+            tasks = alloc.get(r.name, {})
+            d = _demand(r, tasks)
+            for i, c in tasks.items():
+                acc = delta.setdefault(i, [0.0, 0.0, 0.0])
+                for k in range(3):
+                    acc[k] += sign * c * d[k]
+        if sign < 0 and any(self.rows[i][k] + d[k] < -EPS for i, d in delta.items() for k in range(3)):
+            return False
+        for i, d in delta.items():
+            for k in range(3):
+                self.rows[i][k] += d[k]
+        return True
+
+
+def _demand(role, tasks) -> tuple[float, float, float]:
+    cpu, mem = getattr(tasks, "cpu", None), getattr(tasks, "mem", None)
+    return (role.gpu, role.cpu if cpu is None else cpu, role.mem if mem is None else mem)
+
+
+def _fits(row, demand) -> int:
+    """Tasks of ``demand`` that fit in ``row``."""
+    n = 1 << 30
+    for k in range(3):
+        if demand[k] > 0:
+            n = min(n, int((row[k] + EPS) // demand[k]))
+    return n
+
+
+def _spread(rows: list, cand: list[int], demand, n: int) -> dict[int, int] | None:
+    """``n`` tasks over ``cand`` as evenly as their room allows (counts differ by at most one
+    between nodes that are not full), deducted from ``rows``; None if they do not fit."""
+    caps = sorted((min(_fits(rows[i], demand), n), j, i) for j, i in enumerate(cand))
+    caps = [(c, i) for c, _, i in caps if c > 0]
+    if sum(c for c, _ in caps) < n:
+        return None
+    out, rem, left = {}, n, len(caps)
+    for cap, i in caps:   # smallest room first: each node takes its even share of what is left
+        take = min(cap, -(-rem // left))
+        left -= 1
+        if take:
+            out[i] = take
+            rem -= take
+            row = rows[i]
+            for k in range(3):
+                row[k] -= take * demand[k]
+    return dict(sorted(out.items()))
+
+
+def place(nodes: NodeSet, job: JobView, counts: dict[str, int]) -> dict | None:
+    """Theorem 1 (§4.2): the fewest servers that hold the job (k = 1, 2, ... in the order of
+    ``NodeSet``), with each role's tasks spread evenly over them; roles with GPUs placed first.
+    Deducts from ``nodes``; None (nothing changed) if the job does not fit."""
+    roles = sorted((r for r in job.roles if counts.get(r.name, 0) > 0), key=lambda r: -r.demand[0])
+    if not roles:
+        return None
+    need = [sum(counts[r.name] * r.demand[k] for r in roles) for k in range(3)]
+    if any(need[k] > nodes.total[k] + EPS for k in range(3)):
+        return None
+    kind = tuple((r.name, r.demand) for r in roles)
+    sizes = tuple(counts[r.name] for r in roles)
+    for failed in nodes.failed.get(kind, ()):   # a job like one that did not fit, and no smaller
+        if all(a >= b for a, b in zip(sizes, failed)):
+            return None
+    first, n_first = roles[0], counts[roles[0].name]
+    cand: list[int] = []
+    have, slots, out, next_try = [0.0, 0.0, 0.0], 0, None, 1
+    while out is None:
+        i = nodes.pop(need[0] > 0)
+        if i is None:
+            if cand and len(cand) < next_try:   # the last, whole candidate set
+                out = _try(nodes.rows, cand, roles, counts)
+            break
+        cand.append(i)
+        row = nodes.rows[i]
+        for k in range(3):
+            have[k] += row[k]
+        slots += _fits(row, first.demand)
+        # try k servers only once they could hold the job at all (cheap necessary conditions);
+        # after a failed try, at twice as many (a fragmented cluster costs O(n), not O(n^2))
+        if len(cand) >= next_try and slots >= n_first and all(have[k] + EPS >= need[k] for k in range(3)):
+            out = _try(nodes.rows, cand, roles, counts)
+            next_try = 2 * len(cand)
+        if out is None and all(have[k] >= GIVE_UP * need[k] for k in range(3)):
+            break   # servers with GIVE_UP times what the job needs cannot hold it: it waits
+    if out is not None:
+        for k in range(3):
+            nodes.total[k] -= need[k]
+    else:
+        nodes.failed.setdefault(kind, []).append(sizes)
+    nodes.push(cand)
+    return out
+
+
+def _try(rows, cand, roles, counts) -> dict | None:
+    saved = [(i, list(rows[i])) for i in cand]
+    alloc = {}
+    for r in roles:
+        placed = _spread(rows, cand, r.demand, counts[r.name])
+        if placed is None:
+            for i, row in saved:
+                rows[i][:] = row
+            return None
+        alloc[r.name] = placed
+    return alloc
+
+
+# ---------------------------------------------------------------------------- the policy
+@register
+class Optimus(Policy):
+    name = "optimus"
+    tags = frozenset({"elastic", "multi-resource", "ps"})
+
+    def __init__(self, interval: Positive = 1200.0, event_driven: bool = False,
+                 threshold: Annotated[float, Range(gt=0)] = 0.01, loose_threshold: NonNegative = 0.03,
+                 relative: bool = False, patience: PositiveCount = 5,
+                 overestimate: Annotated[float, Range(ge=1)] = 1.05, prior_epochs: Positive = 20.0,
+                 prerun: list[list[int]] | None = None, prerun_s: NonNegative = 30.0,
+                 divisor: Literal["share", "raw"] = "share", on_no_fit: Literal["stop", "skip"] = "skip",
+                 max_tasks: Count = 0, keep_placement: bool = True, use_measured: bool = True,
+                 prediction_error: Fraction = 0.0, error_on: Literal["both", "convergence", "speed"] = "both",
+                 seed: Count = 0):
+        self.interval, self.event_driven = float(interval), event_driven
+        self.threshold, self.relative, self.patience = float(threshold), relative, int(patience)
+        self.loose = float(loose_threshold) if loose_threshold > threshold else None
+        self.overestimate, self.prior_epochs = float(overestimate), float(prior_epochs)
+        self.prerun = tuple(tuple(int(x) for x in s) for s in (PRERUN if prerun is None else prerun))
+        if any(len(s) != 2 or min(s) < 1 for s in self.prerun):
+            raise ValueError(f"{self.name}: prerun must list [p, w] pairs of counts >= 1, got {prerun!r}")
+        self.delay = float(prerun_s) * len(self.prerun)   # §5/§6.1: pre-run time before the first start
+        self.divisor, self.on_no_fit, self.max_tasks = divisor, on_no_fit, int(max_tasks)
+        self.keep_placement, self.use_measured = keep_placement, use_measured
+        self.error, self.error_on, self.seed = float(prediction_error), error_on, int(seed)
+
+    def reset(self, view: View) -> None:
+        self.active: dict[str, JobView] = {}
+        self.cache: dict[str, dict] = {}   # job id -> fitted state (losses seen, samples, models)
+        self.next_at = 0.0
+
+    # ------------------------------------------------------------------ the loop
+    def decide(self, view: View) -> Decision:
+        for job in view.finished:
+            self.active.pop(job.job_id, None)
+            self.cache.pop(job.job_id, None)
+        for job in view.arrived:
+            self.active[job.job_id] = job
+        now = view.now
+        due = now >= self.next_at - 1e-9
+        decision = Decision()
+        if due or (self.event_driven and (view.arrived or view.finished or view.stopped or self._ready(now))):
+            if due:
+                self.next_at = now + self.interval
+            decision.allocations = self.schedule(view)
+        wake = self.next_at
+        if self.event_driven:
+            later = [j.submit_time + self.delay for j in self.active.values() if j.submit_time + self.delay > now + 1e-9]
+            wake = min([wake, *later])
+        decision.wakeup = wake - now
+        return decision
+
+    def _ready(self, now: float) -> bool:
+        """A job's pre-run ended at this instant (event-driven mode replans then)."""
+        return any(abs(j.submit_time + self.delay - now) < 1e-9 for j in self.active.values())
+
+    def schedule(self, view: View) -> dict:
+        """One round: estimates, Algorithm 1, Theorem 1; the changed allocations."""
+        now = view.now
+        eligible = [j for j in self.active.values() if j.submit_time + self.delay <= now + 1e-9]
+        eligible.sort(key=lambda j: (j.submit_time, j.index))
+        capacity = view.cluster.up_capacity()
+        plans = [Plan(j, self.estimate(j, view) if any(r.elastic for r in j.roles) else None, n)
+                 for n, j in enumerate(eligible)]
+        got = allocate(plans, capacity, divisor=self.divisor, on_no_fit=self.on_no_fit, max_tasks=self.max_tasks)
+        return self.place_all(view, got)
+
+    def place_all(self, view: View, plans: list[Plan]) -> dict:
+        """Theorem 1 placement of the planned counts, smallest job first (p + w, note §6 #16).
+        With ``keep_placement`` a running job planned at the counts it runs keeps its nodes (no
+        restart: §5.4 restarts a job when its PS or workers change)."""
+        cl = view.cluster
+        nodes = NodeSet(cl.free_copy(), cl.up, cl.capacity)
+        wanted = {p.job.job_id: p for p in plans}
+        changes: dict = {}
+        moved = []
+        for job in view.running.values():
+            plan = wanted.get(job.job_id)
+            if plan is not None and self.keep_placement and task_counts(job.allocation) == {
+                    r: c for r, c in plan.counts.items() if c}:
+                del wanted[job.job_id]
+                continue
+            nodes.add(job, job.allocation)
+            moved.append(job)
+        nodes.reheap()
+        order = sorted(wanted.values(), key=lambda p: (sum(p.counts.values()), p.job.submit_time, p.job.index))
+        for plan in order:
+            job = plan.job
+            alloc = place(nodes, job, plan.counts)
+            if alloc is not None:
+                if not _same(alloc, job.allocation):
+                    changes[job.job_id] = alloc
+                continue
+            if job.allocation and nodes.add(job, job.allocation, -1.0):  # paused? keep what it has, if still free
+                nodes.reheap()
+                continue
+            if job.allocation:
+                changes[job.job_id] = None   # §4.2: jobs not placed are paused until the next interval
+        planned = {p.job.job_id for p in plans}
+        for job in moved:   # running jobs whose gang minimum did not fit this round are paused too
+            if job.job_id not in planned:
+                changes[job.job_id] = None
+        return changes
+
+    # ------------------------------------------------------------------ estimates
+    def estimate(self, job: JobView, view: View) -> Estimate:
+        q, rate = self.remaining(job), self.speed(job)
+        if self.error:
+            eq, ef = self._error_factors(job)
+            base = rate
+            q *= eq
+            rate = (lambda p, w: base(p, w) * ef) if ef != 1.0 else base
+        return Estimate(q, rate)
+
+    def _error_factors(self, job: JobView) -> tuple[float, float]:
+        """§6.3.1: v·(1 + e) or v·(1 − e), the sign drawn per job and per quantity (note §6 #6)."""
+        c = self.cache.setdefault(job.job_id, {})
+        if "error" not in c:
+            signs = component_rng(self.seed, f"optimus.error.{job.index}").choice([-1.0, 1.0], size=2)
+            e = self.error
+            c["error"] = (1.0 + signs[0] * e if self.error_on in ("both", "convergence") else 1.0,
+                          1.0 + signs[1] * e if self.error_on in ("both", "speed") else 1.0)
+        return c["error"]
+
+    def remaining(self, job: JobView) -> float:
+        """Q_j in iterations: the fitted curve's epochs left (§3.1, §4.1) times the epoch length,
+        less the part of the current epoch done; ``prior_epochs`` before 3 epochs are seen ([C]
+        estimator: +20 epochs when the fit fails). Without any loss reports (a job whose owner
+        gives none), the iterations done so far, at least one epoch's worth of the prior."""
+        done = job.iterations_done
+        ipe = job.iterations_per_epoch
+        if not ipe:
+            return max(done, 1.0)
+        losses = job.loss_observations
+        n = len(losses)
+        c = self.cache.setdefault(job.job_id, {})
+        if c.get("losses") != n:
+            c["losses"] = n
+            epochs, early = self.prior_epochs, True
+            if n >= 3:
+                try:
+                    fit = LossFitter().fit(losses)
+                    epochs = fit.remaining_epochs(self.threshold, self.loose, self.relative, self.patience)
+                    early = self.loose is not None and n < fit.total_epochs(self.loose, self.relative, self.patience)
+                except ValueError:
+                    epochs = self.prior_epochs
+            c["epochs"] = epochs * (self.overestimate if early else 1.0)
+        return max(c["epochs"] * ipe - (done - n * ipe), ipe * 0.5)
+
+    def speed(self, job: JobView):
+        """f_j(p, w): Eq. 3/4 fitted by NNLS to the pre-run samples and the measured throughput,
+        refitted when a new sample arrives (§3.2)."""
+        c = self.cache.setdefault(job.job_id, {})
+        ps, worker = shape(job)
+        if "prerun" not in c:
+            c["prerun"] = self._prerun(job, ps, worker)
+        samples = job.throughput_samples
+        key = (len(samples), samples[-1].start if samples else None, samples[-1].end if samples else None)
+        if c.get("speed_key") != key:
+            c["speed_key"] = key
+            points: dict[tuple, list[float]] = {}
+            for x, r in c["prerun"]:
+                points.setdefault(x, []).append(r)
+            for s in samples:
+                k = task_counts(s.allocation)
+                if s.rate > 0 and k.get(worker, 0) > 0:
+                    points.setdefault(((k.get(ps, 1) if ps else 1), k[worker]), []).append(s.rate)
+            measured = {x: float(np.mean(v)) for x, v in sorted(points.items())}
+            model = self._fit(job, list(measured.items()))
+            if self.use_measured and measured:   # a measured point is used as it is (note §6 #20, [C])
+                c["rate"] = lambda p, w: measured.get((p, w)) or model(p, w)
+            else:
+                c["rate"] = model
+        return c["rate"]
+
+    def _prerun(self, job: JobView, ps, worker) -> list:
+        """§3.2/§6.1 pre-run: the job trained briefly at a few (p, w) settings (within its bounds),
+        each measured through the job's profiled speed."""
+        out, seen = [], set()
+        bound = {r.name: (r.min_count, r.max_count) for r in job.roles}
+        for p, w in self.prerun:
+            counts = {r.name: r.min_count for r in job.roles}
+            if ps:
+                counts[ps] = min(max(p, bound[ps][0]), bound[ps][1])
+            counts[worker] = min(max(w, bound[worker][0]), bound[worker][1])
+            x = ((counts[ps] if ps else 1), counts[worker])
+            if x in seen:
+                continue
+            seen.add(x)
+            try:
+                r = job.profiled.counts_rate(counts)
+            except PolicyError:   # no speed model to profile with (a bare test engine)
+                return []
+            if r > 0:
+                out.append((x, r))
+        return out
+
+    def _fit(self, job: JobView, points: list):
+        mode = job_mode(job) if shape(job)[0] else "sync"
+        batch = float(job.batch_size or 1.0)
+        if not points:   # nothing measured: throughput proportional to workers
+            return lambda p, w: float(w)
+        model = OptimusSpeed(mode, batch).fit(points, min_samples=1)
+        return optimus_rate(mode, model.theta, batch)
+
+
+@register
+class OptimusOracle(Optimus):
+    """Optimus with the true remaining work and speed (§6.3.1's zero-error case; with
+    ``prediction_error`` its error-injection experiment)."""
+
+    name = "optimus_oracle"
+    oracle = True
+    tags = frozenset({"oracle", "elastic", "multi-resource", "ps"})
+
+    def remaining(self, job: JobView) -> float:
+        return max(job.remaining_work, 0.0)
+
+    def speed(self, job: JobView):
+        c = self.cache.setdefault(job.job_id, {})
+        if "truth" not in c:
+            ps, worker = shape(job)
+            exact = Profiled(job.spec, Observer(speed=self._speed_model, cluster=self._cluster))
+            base = {r.name: r.min_count for r in job.roles}
+            memo: dict = {}
+
+            def rate(p, w):
+                r = memo.get((p, w))
+                if r is None:
+                    counts = dict(base)
+                    if ps:
+                        counts[ps] = p
+                    counts[worker] = w
+                    r = memo[(p, w)] = exact.counts_rate(counts)
+                return r
+            c["truth"] = rate
+        return c["truth"]
+
+    def schedule(self, view: View) -> dict:
+        self._speed_model, self._cluster = view.clock.speed, view.clock.cluster
+        return super().schedule(view)
+
+
+def _same(a, b) -> bool:
+    if set(a) != set(k for k, v in b.items() if v):
+        return False
+    return all(dict(a[r]) == dict(b[r]) for r in a)

@@ -1,0 +1,177 @@
+"""Optimus (seed 004): Eq. 9 gains and Algorithm 1 on a two-job state worked out by hand, Theorem 1
+placement on a hand-made cluster, the online fitters on synthetic ground truth, and end to end."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from clustersim import policies
+from clustersim.policies.optimus import Estimate, NodeSet, Plan, _push, allocate, place, optimus_rate
+from clustersim.simulator.convergence import LossCurve, LossFitter, epochs_to_converge
+from clustersim.simulator.engine import Engine
+from clustersim.simulator.job import JobSpec, RoleSpec
+from clustersim.simulator.overhead import ConstantOverhead
+from clustersim.simulator.speed import OptimusSpeed
+from tests.factories import cluster
+
+PS = RoleSpec("ps", 1, 0.0, 2.0, 4.0, 1, 4)
+WORKER = RoleSpec("worker", 1, 1.0, 2.0, 4.0, 1, 4)
+
+
+def job(name: str, submit: float, roles=(PS, WORKER)):
+    return SimpleNamespace(job_id=name, submit_time=submit, index=int(submit), roles=roles)
+
+
+def two_jobs():
+    """A: Q = 12, f = 1/(1/w + 1/(2p)) (compute and PS-bound parts); B: Q = 6, f = w (PS does not help).
+    Cluster totals: 4 GPUs, 20 cores, 100 GB, so a PS's dominant share is 2/20 = 0.1 and a worker's 1/4 = 0.25."""
+    a = Plan(job("a", 0.0), Estimate(12.0, lambda p, w: 1.0 / (1.0 / w + 1.0 / (2.0 * p))), 0)
+    b = Plan(job("b", 1.0), Estimate(6.0, lambda p, w: float(w)), 1)
+    return a, b
+
+
+CAPACITY = np.array([4.0, 20.0, 100.0])
+
+
+def test_eq9_gains_by_hand():
+    a, b = two_jobs()
+    unit = {(0, "ps"): (0.1, PS.demand, 4), (0, "worker"): (0.25, WORKER.demand, 4),
+            (1, "ps"): (0.1, PS.demand, 4), (1, "worker"): (0.25, WORKER.demand, 4)}
+    heap = []
+    for plan in (a, b):
+        plan.t = plan.est.time(1, 1)
+        _push(heap, plan, unit)
+    # A at (1,1): t = 12 * 1.5 = 18; one more PS: 12 * 1.25 = 15, gain 3 / 0.1 = 30;
+    # one more worker: 12 * 1.0 = 12, gain 6 / 0.25 = 24 -> A's best is a PS, 30.
+    # B at (1,1): t = 6; one more worker: 3, gain 3 / 0.25 = 12; a PS gains nothing.
+    got = sorted((round(-g, 9), plan.job.job_id, role) for g, _, _, plan, role in heap)
+    assert got == [(12.0, "b", "worker"), (30.0, "a", "ps")]
+
+
+@pytest.mark.parametrize("mode, expect", [("skip", {"a": (4, 2), "b": (1, 2)}), ("stop", {"a": (3, 2), "b": (1, 2)})])
+def test_algorithm1_by_hand(mode, expect):
+    """Both start at (1,1) (2 GPUs, 8 cores used). Then by gain: A ps 30 -> A (2,1); A worker
+    6/0.25 = 24 -> (2,2); B worker 12 -> B (1,2), GPUs used up; A ps 1/0.1 = 10 -> (3,2); A worker
+    (gain 8) does not fit: ``stop`` ends here; ``skip`` blocks A's workers and goes on: A ps
+    0.5/0.1 = 5 -> (4,2), A at its PS bound; B worker does not fit; B's PS gains 0: the end."""
+    a, b = two_jobs()
+    got = allocate([a, b], CAPACITY, on_no_fit=mode)
+    assert {p.job.job_id: p.pw() for p in got} == expect
+
+
+def test_algorithm1_minimums_in_arrival_order_and_no_gain_no_task():
+    """Gang minimums go first in arrival order, a job whose minimum does not fit the totals gets
+    nothing (it waits); a job whose gains are all zero stays at its minimum."""
+    flat = [Plan(job(f"j{i}", float(i)), Estimate(5.0, lambda p, w: 1.0), i) for i in range(5)]
+    got = allocate(flat, CAPACITY)
+    assert [p.job.job_id for p in got] == ["j0", "j1", "j2", "j3"]   # 4 GPUs: 4 minimums
+    assert all(p.pw() == (1, 1) for p in got)
+
+
+def test_optimus_rate_matches_the_fitted_model():
+    for mode, theta in (("sync", [0.01, 0.3, 0.2, 0.02, 0.001]), ("async", [0.5, 0.3, 0.02, 0.01])):
+        m = OptimusSpeed(mode, 32.0, theta)
+        f = optimus_rate(mode, theta, 32.0)
+        for p, w in ((1, 1), (2, 5), (7, 3)):
+            assert f(p, w) == pytest.approx(float(m.predict((p, w))[0]))
+
+
+# ---------------------------------------------------------------------------- Theorem 1
+def _testbed_state():
+    """Nodes 0-1: CPU servers (16 cores, 80 GB), node 1 with 6 cores in use; nodes 2-4: GPU
+    servers (2 GPUs, 8 cores, 48 GB), node 4 with one GPU and 2 cores in use."""
+    cap = np.array([[0, 16, 80], [0, 16, 80], [2, 8, 48], [2, 8, 48], [2, 8, 48]], dtype=float)
+    free = cap.copy()
+    free[1] -= [0, 6, 10]
+    free[4] -= [1, 2, 8]
+    return NodeSet(free, np.ones(5, dtype=bool), cap)
+
+
+def test_theorem1_fewest_servers_even_spread():
+    nodes = _testbed_state()
+    gpu_job = job("g", 0.0, (RoleSpec("ps", 2, 0.0, 3.0, 9.0, 1, 8), RoleSpec("worker", 4, 1.0, 2.0, 8.0, 1, 8)))
+    # 4 workers need 4 GPUs: two GPU servers at least; each then takes 2 workers (4 cores) and 1 PS (3 cores)
+    alloc = place(nodes, gpu_job, {"ps": 2, "worker": 4})
+    assert alloc == {"worker": {2: 2, 3: 2}, "ps": {2: 1, 3: 1}}
+    cpu_job = job("c", 1.0, (RoleSpec("ps", 1, 0.0, 3.0, 9.0, 1, 8), RoleSpec("worker", 3, 0.0, 2.0, 8.0, 1, 8)))
+    # CPU-only: the CPU server with the most free cores holds it whole (one server)
+    assert place(nodes, cpu_job, {"ps": 1, "worker": 3}) == {"ps": {0: 1}, "worker": {0: 3}}
+    assert nodes.rows[0] == [0.0, 7.0, 47.0] and nodes.rows[2] == [0.0, 1.0, 23.0]
+
+
+def test_theorem1_job_that_does_not_fit_changes_nothing():
+    nodes = _testbed_state()
+    before = [list(r) for r in nodes.rows]
+    big = job("b", 0.0, (RoleSpec("ps", 1, 0.0, 3.0, 9.0, 1, 8), RoleSpec("worker", 6, 1.0, 2.0, 8.0, 1, 8)))
+    assert place(nodes, big, {"ps": 1, "worker": 6}) is None   # 5 GPUs free
+    assert nodes.rows == before and sorted(i for h in nodes.heaps for _, i in h) == [0, 1, 2, 3, 4]
+
+
+# ---------------------------------------------------------------------------- fitters
+def remaining_time_errors(fractions=(0.2, 0.4, 0.6, 0.8), n_jobs=40, threshold=0.01, patience=5, seed=0):
+    """Mean |predicted − true| / true of the remaining epochs (= remaining time at a fixed speed)
+    after seeing a fraction of training, over jittered Eq. 1 curves with 2% observation noise."""
+    rng = np.random.default_rng(seed)
+    errs = {f: [] for f in fractions}
+    for i in range(n_jobs):
+        b = tuple(np.array([0.21, 1.07, 0.07]) * np.exp(0.2 * rng.standard_normal(3)))
+        total = epochs_to_converge(b, threshold, False, patience)
+        curve = LossCurve(b, 100.0, total, noise=0.02, seed=i)
+        for f in fractions:
+            n = max(3, int(f * total))
+            fit = LossFitter().fit(curve.observations(n * 100.0))
+            pred = fit.remaining_epochs(threshold, relative=False, patience=patience)
+            errs[f].append(abs(pred - (total - n)) / max(total - n, 1))
+    return {f: float(np.mean(v)) for f, v in errs.items()}
+
+
+def test_loss_fitter_converges_on_ground_truth():
+    e = remaining_time_errors()
+    assert e[0.8] < e[0.2]
+    assert e[0.6] < 0.35 and e[0.8] < 0.35
+
+
+def test_speed_fitter_converges_on_ground_truth():
+    """Eq. 3 ground truth, measured with 2% noise at the settings a job runs at: the fit's error
+    over the whole (p, w) range falls as samples accumulate."""
+    truth = OptimusSpeed("async", 1.0, [2.83, 3.92, 0.0, 0.11])   # Table 2's async ResNet-50 shape
+    rng = np.random.default_rng(1)
+    grid = [((p, w), float(truth.predict((p, w))[0])) for p in range(1, 13) for w in range(1, 13)]
+    settings = [(int(rng.integers(1, 13)), int(rng.integers(1, 13))) for _ in range(30)]
+    errors = []
+    for n in (5, 10, 30):
+        pts = [(x, float(truth.predict(x)[0]) * (1 + 0.02 * rng.standard_normal())) for x in settings[:n]]
+        errors.append(OptimusSpeed("async", 1.0).fit(pts, min_samples=1).mape(grid))
+    assert errors[-1] < 0.03 and errors[-1] <= errors[0]
+
+
+# ---------------------------------------------------------------------------- end to end
+def ps_jobs(n=12):
+    roles = (RoleSpec("ps", 1, 0.0, 3.0, 9.0, 1, 6), RoleSpec("worker", 1, 1.0, 2.0, 8.0, 1, 6))
+    return [JobSpec(index=i, job_id=f"j{i}", submit_time=100.0 * i, roles=roles, total_work=3000.0 * (1 + i % 3),
+                    duration=3000.0 * (1 + i % 3)) for i in range(n)]
+
+
+@pytest.mark.parametrize("name", ["optimus", "optimus_oracle"])
+def test_runs_ps_jobs_to_completion_and_charges_the_prerun(name):
+    specs = ps_jobs()
+    pol = policies.make(name, interval=300.0, prerun_s=30.0)
+    rec = Engine(specs, cluster(nodes=4, gpus=2, cpus=16, mem=64), pol, overhead=ConstantOverhead(resume_s=20.0),
+                 progress=False).run()
+    assert rec.summary()["jobs_finished"] == len(specs)
+    for st in rec.states:   # no job starts before its 5 x 30 s pre-run is over
+        assert st.first_start >= st.spec.submit_time + 150.0 - 1e-9
+    assert max(st.rescales for st in rec.states) > 0   # it is elastic
+
+
+def test_prediction_error_signs_are_seeded_per_job():
+    a = policies.make("optimus_oracle", prediction_error=0.2, seed=3)
+    b = policies.make("optimus_oracle", prediction_error=0.2, seed=3)
+    for p in (a, b):
+        p.cache = {}
+    fa = [a._error_factors(job(f"j{i}", float(i))) for i in range(20)]
+    assert fa == [b._error_factors(job(f"j{i}", float(i))) for i in range(20)]
+    assert {x for pair in fa for x in pair} == {0.8, 1.2}
