@@ -86,6 +86,27 @@ class _Base(Policy):
         fit = tasks_per_node(free, jv.roles[0].demand)
         return np.where(view.cluster.up, fit, 0)
 
+    def start_waiting(self, view: View, size) -> tuple[dict, np.ndarray]:
+        """Start waiting jobs out of order, each with ``size(job)`` GPUs on the host with the most
+        idle ones that fits it (§VI-A); the allocations and the free matrix left."""
+        self.arrivals(view)
+        allocs: dict = {}
+        free = view.cluster.free_copy()
+        for jid in list(self.queue):
+            jv = view.pending[jid]
+            if self.role(jv) is None:
+                self.fallback(jv, free, allocs)
+                continue
+            n = size(jv)
+            idle = self.idle(free, jv, view)
+            hosts = [h for h in self.hosts if idle[h] >= n]
+            if hosts:
+                h = max(hosts, key=lambda x: (idle[x], -x))
+                free[h] -= np.asarray(jv.roles[0].demand) * n
+                allocs[jid] = {jv.roles[0].name: {h: n}}
+        self.queue = [j for j in self.queue if j not in allocs]
+        return allocs, free
+
     # --- predictions (E1)
     def t_iter(self, jv: JobView, n: int, host: int, view: View) -> float:
         """Profiled seconds per iteration with n GPUs on ``host``, scaled by its GPU type (Table IV)."""
@@ -347,22 +368,8 @@ class SideCarTermination(_Base):
         self.adds = 0
 
     def decide(self, view: View) -> Decision:
-        self.arrivals(view)
-        allocs: dict = {}
-        free = view.cluster.free_copy()
-        for jid in list(self.queue):
-            jv = view.pending[jid]
-            if self.role(jv) is None:
-                self.fallback(jv, free, allocs)
-                continue
-            n = self.opts(jv)[0]   # "first allocates one GPU (the minimal number of required GPUs)"
-            idle = self.idle(free, jv, view)
-            hosts = [h for h in self.hosts if idle[h] >= n]
-            if hosts:
-                h = max(hosts, key=lambda x: (idle[x], -x))
-                free[h] -= np.asarray(jv.roles[0].demand) * n
-                allocs[jid] = {jv.roles[0].name: {h: n}}
-        self.queue = [j for j in self.queue if j not in allocs]
+        # "first allocates one GPU (the minimal number of required GPUs)"
+        allocs, free = self.start_waiting(view, lambda jv: self.opts(jv)[0])
         if not self.queue:
             self._add_one_by_one(view, free, allocs)
             return Decision(allocs, self.tick(view, free, allocs))
@@ -407,22 +414,6 @@ class K8sDefault(_Base):
         super().__init__(gpu_options, None)
 
     def decide(self, view: View) -> Decision:
-        self.arrivals(view)
-        allocs: dict = {}
-        free = view.cluster.free_copy()
-        for jid in list(self.queue):
-            jv = view.pending[jid]
-            if self.role(jv) is None:
-                self.fallback(jv, free, allocs)
-                continue
-            n = jv.roles[0].count
-            idle = self.idle(free, jv, view)
-            hosts = [h for h in self.hosts if idle[h] >= n]
-            if hosts:   # out of order: any waiting job that fits starts (§VI-A)
-                h = max(hosts, key=lambda x: (idle[x], -x))
-                free[h] -= np.asarray(jv.roles[0].demand) * n
-                allocs[jid] = {jv.roles[0].name: {h: n}}
-        self.queue = [j for j in self.queue if j not in allocs]
-        return Decision(allocs)
+        return Decision(self.start_waiting(view, lambda jv: jv.roles[0].count)[0])   # static request
 
 

@@ -113,7 +113,9 @@ def coerce(value, tp, key: str, allow_inf: bool = False):
     if origin in (dict, typing.Mapping) or tp in (dict, Mapping):
         if not isinstance(value, Mapping):
             raise ConfigError(f"{key}: must be a mapping, got {value!r}")
-        return dict(value)
+        args = typing.get_args(tp)
+        item = args[1] if len(args) == 2 else Any
+        return {k: coerce(v, item, f"{key}.{k}") for k, v in value.items()}
     if tp is bool:
         if not isinstance(value, bool):
             raise ConfigError(f"{key}: must be true or false, got {value!r}")
