@@ -66,6 +66,10 @@ class TaskFaults:
     per_pod_day: Annotated[float, Range(ge=0, lt=1)] = 0.015
     size_exponent: Positive = 1.0
 
+    def hazard(self, pods: int) -> float:
+        """Failures per second of a job running ``pods`` tasks."""
+        return -math.log1p(-self.per_pod_day) / DAY * pods ** self.size_exponent
+
 
 @dataclass(frozen=True)
 class OomFaults:
@@ -220,8 +224,7 @@ class FaultModel:
             self._replay(st)
         pods = sum(sum(t.values()) for t in st.allocation.values())
         if self.task and self.task.per_pod_day > 0:
-            rate = -math.log1p(-self.task.per_pod_day) / DAY * pods ** self.task.size_exponent
-            self.engine.at(self._rng["task"].exponential(1.0 / rate), partial(self._task_fails, job, token))
+            self.engine.at(self._rng["task"].exponential(1.0 / self.task.hazard(pods)), partial(self._task_fails, job, token))
         if self.straggler and self.straggler.per_pod_hour > 0 and job not in self._slow:
             rate = self.straggler.per_pod_hour / 3600.0 * pods
             self.engine.at(self._rng["straggler"].exponential(1.0 / rate), partial(self._slow_down, job, token))
@@ -310,12 +313,18 @@ class FaultModel:
     def _slow_down(self, job: str, token: int) -> None:
         if not self._live(job, token) or job in self._slow:
             return
-        st = self.engine.states[job]
-        role, _ = _pick_task(st.allocation, self._rng["straggler"])
+        role, _ = _pick_task(self.engine.states[job].allocation, self._rng["straggler"])
+        self.slow_task(job, role, self.straggler.factor, self.straggler.duration_s)
+
+    def slow_task(self, job: str, role: str, factor: float, duration_s: float) -> None:
+        """A task of ``role`` of running job ``job`` turns ``factor`` x slower for ``duration_s``
+        (or until the job stops); the engine brings the job's rate up to date."""
+        if self.engine.states[job].status is not Status.RUNNING:
+            return
         attempt = self._attempt[job]
-        self._slow[job] = (role, self.straggler.factor, attempt)
+        self._slow[job] = (role, factor, attempt)
         self.engine.refresh_rate(job)
-        self.engine.at(self.straggler.duration_s, partial(self._recover_speed, job, attempt))
+        self.engine.at(duration_s, partial(self._recover_speed, job, attempt))
 
     def _recover_speed(self, job: str, attempt: int) -> None:
         slow = self._slow.get(job)
@@ -323,35 +332,43 @@ class FaultModel:
             del self._slow[job]
             self.engine.refresh_rate(job)
             st = self.engine.states[job]
-            if st.status is Status.RUNNING:   # a next straggler may come
-                self.changed_rate_only(st)
-
-    def changed_rate_only(self, st: JobState) -> None:
-        """Draw the next straggler of a job whose allocation did not change."""
-        job = st.spec.job_id
-        pods = sum(sum(t.values()) for t in st.allocation.values())
-        rate = self.straggler.per_pod_hour / 3600.0 * pods
-        self.engine.at(self._rng["straggler"].exponential(1.0 / rate), partial(self._slow_down, job, self._alloc[job]))
+            if st.status is Status.RUNNING and self.straggler and self.straggler.per_pod_hour > 0:
+                pods = sum(sum(t.values()) for t in st.allocation.values())   # the next one may come
+                rate = self.straggler.per_pod_hour / 3600.0 * pods
+                self.engine.at(self._rng["straggler"].exponential(1.0 / rate),
+                               partial(self._slow_down, job, self._alloc[job]))
 
     # ------------------------------------------------------------------ effects
     def _straggler_effect(self, st: JobState, alloc, role: str, factor: float) -> float:
-        async_ps = any(r.name == "ps" for r in st.spec.roles) and not self.straggler.ps_sync
+        async_ps = any(r.name == "ps" for r in st.spec.roles) and not (self.straggler and self.straggler.ps_sync)
         if async_ps and role != "ps":   # one slow worker of n: the others go on at full speed
             n = max(_count(alloc, role), 1)
             return (n - 1 + 1.0 / factor) / n
         return 1.0 / factor
 
     def _hot_effect(self, st: JobState, alloc) -> float:
+        """The slowest PS bounds the update (notes/dlrover.md A4): one PS with ``skew`` x the mean
+        share makes the PS side as slow as if every PS had 1/skew of its CPU (speed models that
+        use PS CPU: DLRover-RM Eq. 3) or, for models that count PSes only (Optimus Eq. 3, tables),
+        as if there were p/skew PSes (linear between the neighbouring counts)."""
         p = _count(alloc, "ps")
         at_start = self._hot.get(st.spec.job_id, -1)
         if p < 2 or (self.hot_ps.rebalance_on_ps_change and at_start not in (-1, p)):
             return 1.0
+        speed, cluster, skew = self.engine.speed, self.engine.cluster, self.hot_ps.skew
+        base = speed.rate(st.spec, alloc, cluster)
+        if not base > 0:
+            return 1.0
         ps = alloc["ps"]
         cpu = task_demand(st.spec.role("ps"), ps)[1]
-        slowed = {**alloc, "ps": Tasks(dict(ps), cpu / self.hot_ps.skew, getattr(ps, "mem", None))}
-        speed, cluster = self.engine.speed, self.engine.cluster
-        base = speed.rate(st.spec, alloc, cluster)
-        return min(speed.rate(st.spec, slowed, cluster) / base, 1.0) if base > 0 else 1.0
+        slow = speed.rate(st.spec, {**alloc, "ps": Tasks(dict(ps), cpu / skew, getattr(ps, "mem", None))}, cluster)
+        if slow < base * (1 - 1e-12):
+            return slow / base
+        eff = max(p / skew, 1.0)
+        lo = math.floor(eff)
+        r_lo = speed.rate(st.spec, _with_tasks(alloc, "ps", lo), cluster)
+        r_hi = speed.rate(st.spec, _with_tasks(alloc, "ps", lo + 1), cluster) if eff > lo else r_lo
+        return min((r_lo + (eff - lo) * (r_hi - r_lo)) / base, 1.0)
 
     def _oom_role(self, st: JobState) -> str | None:
         """The first role whose tasks need more memory than they are granted, if any."""
@@ -393,6 +410,16 @@ class FaultModel:
 
 def _count(alloc, role: str) -> int:
     return sum(alloc[role].values()) if role in alloc else 0
+
+
+def _with_tasks(alloc, role: str, n: int) -> dict:
+    """``alloc`` with only the first ``n`` tasks of ``role`` (node order), the same grants."""
+    tasks, kept = alloc[role], {}
+    for node, c in tasks.items():
+        take = min(c, n - sum(kept.values()))
+        if take > 0:
+            kept[node] = take
+    return {**alloc, role: Tasks(kept, getattr(tasks, "cpu", None), getattr(tasks, "mem", None))}
 
 
 def _pick_task(alloc, rng) -> tuple[str, int]:
