@@ -29,6 +29,9 @@ engine does is changed):
 Tags (``Policy.tags``, from ``base.TAGS``) choose the inputs: every policy gets rigid GPU jobs;
 ``elastic`` adds elastic jobs (min < count < max), ``ps`` multi-role PS/worker jobs,
 ``multi-resource`` CPU and memory demands; ``oracle`` (or ``oracle = True``) allows ground truth.
+``check_policy(..., faults=True)`` runs every input with a fault model (``FAULTS``: node and task
+failures, OOM, stragglers, hot PS, checkpoints): jobs may end failed, progress may go back to a
+checkpoint at a failure, and every job must end finished or failed.
 docs/policies/conformance.md describes the suite.
 """
 
