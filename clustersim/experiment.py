@@ -20,6 +20,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from clustersim import policies
 from clustersim.simulator import cluster as cluster_mod
+from clustersim.simulator import faults as faults_mod
 from clustersim.simulator import overhead as overhead_mod
 from clustersim.simulator.engine import Engine, Limits, Observe
 from clustersim.simulator.errors import ConfigError, UnfinishedJobsError
@@ -31,7 +32,8 @@ from clustersim.traces.load import check_config as check_trace
 from clustersim.traces.load import load as load_trace_table
 from clustersim.traces.transform import oversize
 
-GROUPS = ("trace", "cluster", "policy", "overhead", "profile")
+GROUPS = ("trace", "cluster", "policy", "overhead", "profile", "faults")
+OPTIONAL_GROUPS = ("faults",)   # absent: off
 
 
 @dataclass(frozen=True)
@@ -65,6 +67,8 @@ def check(cfg: DictConfig | dict) -> dict:
                           f"{', '.join(sorted([*GROUPS, *RunConfig.__dataclass_fields__]))}")
     check_params(RunConfig, top, "{}")
     for g in GROUPS:
+        if g in OPTIONAL_GROUPS and c.get(g) is None:
+            continue
         if not isinstance(c.get(g), dict):
             raise ConfigError(f"{g}: missing; choose one with {g}=<name> (see clustersim --help)")
     check_params(Limits, c.get("limits") or {}, "limits.{}")
@@ -75,6 +79,7 @@ def check(cfg: DictConfig | dict) -> dict:
     check_params(PolicyConfig, {k: pol.pop(k) for k in ("name", "decision_interval") if k in pol}, "policy.{}")
     policies.make(c["policy"]["name"], **pol)   # checks the policy's own parameters
     overhead_mod.make(c["overhead"])
+    faults_mod.check_config(c.get("faults"))
     Assignment.from_config({**c["profile"], "zoo": False})   # keys only; the zoo loads at build time
     return c
 
@@ -120,7 +125,9 @@ def _build(c: dict, table: pa.Table | None, trace_report: LoadReport | None) -> 
                   until=c.get("until"), progress=c.get("progress"), decision_interval=interval,
                   limits=Limits(**check_params(Limits, c.get("limits") or {}, "limits.{}")),
                   observe=Observe(**check_params(Observe, c.get("observe") or {}, "observe.{}")),
-                  usage=assignment.zoo.usage if assignment else None, seed=seed)
+                  usage=assignment.zoo.usage if assignment else None, seed=seed,
+                  faults=faults_mod.make(c.get("faults"), seed, costs_of=assignment.zoo.costs_of if assignment else None,
+                                         table=table))
 
 
 def run(cfg: DictConfig | dict, run_dir: str | Path, overrides: list[str] | None = None) -> tuple[dict, Recorder]:

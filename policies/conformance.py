@@ -29,6 +29,9 @@ engine does is changed):
 Tags (``Policy.tags``, from ``base.TAGS``) choose the inputs: every policy gets rigid GPU jobs;
 ``elastic`` adds elastic jobs (min < count < max), ``ps`` multi-role PS/worker jobs,
 ``multi-resource`` CPU and memory demands; ``oracle`` (or ``oracle = True``) allows ground truth.
+``check_policy(..., faults=True)`` runs every input with a fault model (``FAULTS``: node and task
+failures, OOM, stragglers, hot PS, checkpoints): jobs may end failed, progress may go back to a
+checkpoint at a failure, and every job must end finished or failed.
 docs/policies/conformance.md describes the suite.
 """
 
@@ -52,6 +55,7 @@ from pathlib import Path
 import numpy as np
 
 from clustersim.policies.base import TAGS
+from clustersim.simulator import faults as faults_mod
 from clustersim.simulator import overhead as overhead_mod
 from clustersim.simulator.cluster import EPS, CapacityError, Cluster, NodeGroup, tasks_per_node
 from clustersim.simulator.engine import Engine, Limits, RunawayError
@@ -110,6 +114,7 @@ class Case:
     zoo: bool = False
     overhead: dict | None = field(default=None, hash=False)
     failures: tuple[NodeFailure, ...] = ()
+    faults: dict | None = field(default=None, hash=False)   # a ``faults`` config (simulator/faults.py)
 
     def describe(self) -> str:
         nodes = " + ".join(f"{g.count}x({g.gpus:g} GPU, {g.cpus:g} cores, {g.mem:g} GB)" for g in self.groups)
@@ -120,7 +125,8 @@ class Case:
         ov = (self.overhead or {}).get("kind", "none") if self.overhead else "none"
         fails = "; ".join(f"node {f.node} down at {f.at:g} s for {f.repair_after:g} s" for f in self.failures)
         return (f"{self.label}: cluster {nodes}; {len(self.jobs)} jobs ({jobs}); speed "
-                f"{'zoo' if self.zoo else 'linear'}; overhead {ov}" + (f"; failures: {fails}" if fails else ""))
+                f"{'zoo' if self.zoo else 'linear'}; overhead {ov}" + (f"; failures: {fails}" if fails else "")
+                + (f"; faults {self.faults}" if self.faults else ""))
 
 
 @lru_cache(maxsize=1)
@@ -285,16 +291,27 @@ def contention_case(tags: frozenset[str]) -> Case:
 def budget(case: Case) -> int:
     """Events a run of ``case`` may take: generous for any reasonable policy (a replay takes a
     few events per job), small enough that a runaway policy fails in well under a second."""
-    return 1_000 + 200 * (len(case.jobs) + len(case.failures))
+    return 1_000 + 200 * (len(case.jobs) + len(case.failures)) + (10_000 + 400 * len(case.jobs) if case.faults else 0)
+
+
+# Faults for ``check_policy(..., faults=True)``: far more often than real clusters fail, so that
+# inputs of minutes meet every kind (node and task failures, OOM, stragglers, hot PS) and some
+# jobs run out of retries; every job must then end finished or failed.
+FAULTS = {"enabled": True, "retries": 2, "checkpoint": {"interval_s": 120.0, "flash_interval_s": 30.0},
+          "node": {"mtbf_h": 1.0, "repair_s": 300.0, "repair": "exponential"},
+          "task": {"per_pod_day": 0.99}, "oom": {"after_s": 10.0, "underprovisioned": 0.2},
+          "straggler": {"per_pod_hour": 2.0, "factor": 3.0, "duration_s": 300.0},
+          "hot_ps": {"fraction": 0.5, "skew": 2.0}}
 
 
 def _engine(case: Case, policy, max_events: int | None = None) -> Engine:
     cluster = Cluster(list(case.groups))
     zoo = _zoo() if case.zoo else None
     ov = overhead_mod.make(case.overhead, zoo.costs_of if zoo else None) if case.overhead else None
+    fm = faults_mod.make(case.faults, 0, costs_of=zoo.costs_of if zoo else None) if case.faults else None
     engine = Engine(list(case.jobs), cluster, policy, speed=zoo.speed if zoo else None, overhead=ov,
                     progress=False, limits=Limits(max_events=max_events or budget(case)),
-                    usage=zoo.usage if zoo else None, seed=0)
+                    usage=zoo.usage if zoo else None, seed=0, faults=fm)
     for f in case.failures:
         engine.fail_node(f.at, f.node, f.repair_after)
     return engine
@@ -359,6 +376,7 @@ class _Harness:
         self.log: list[tuple] = []
         self.engine: Engine | None = None
         self._progress: dict[str, float] = {}
+        self._failures: dict[str, int] = {}   # a failure takes progress back to a checkpoint
 
     def reset(self, view) -> None:
         before = _snapshot(view)
@@ -435,6 +453,9 @@ class _Harness:
                 raise _Violation("progress", f"job {jid!r} has done {p!r} iterations of {work!r} at t={now:g} s")
             p = min(p, work)   # a completion time rounded in floating point lands a hair past the work
             last = self._progress.get(jid, 0.0)
+            if eng.faults is not None and st.failures != self._failures.get(jid, 0):
+                self._failures[jid] = st.failures
+                last = min(last, p)
             if p < last - REL * max(work, 1e-300):
                 raise _Violation("progress", f"job {jid!r}'s progress went back from {last!r} to {p!r} "
                                              f"iterations at t={now:g} s")
@@ -487,11 +508,13 @@ def _check_outputs(rec, case: Case, tags: frozenset[str]) -> None:
     # every job finished or reported
     listed = {u["job_id"]: u for u in summary["unfinished_jobs"]}
     for jid, status in zip(jobs["job_id"], jobs["status"]):
-        if status != "finished" and (jid not in listed or not listed[jid].get("reason")):
+        if status not in ("finished", "failed") and (jid not in listed or not listed[jid].get("reason")):
             raise _Violation("completes", f"job {jid!r} is {status} and summary.json does not list it with a reason")
-    if summary["jobs_finished"] + summary["jobs_unfinished"] != len(case.jobs):
-        raise _Violation("completes", f"summary counts {summary['jobs_finished']} finished + "
-                                      f"{summary['jobs_unfinished']} unfinished of {len(case.jobs)} jobs")
+    if "failed" in jobs["status"] and not case.faults:
+        raise _Violation("completes", "a job ended failed although no fault model ran")
+    if summary["jobs_finished"] + summary["jobs_failed"] + summary["jobs_unfinished"] != len(case.jobs):
+        raise _Violation("completes", f"summary counts {summary['jobs_finished']} finished + {summary['jobs_failed']} "
+                                      f"failed + {summary['jobs_unfinished']} unfinished of {len(case.jobs)} jobs")
     if listed:
         jid, u = next(iter(listed.items()))
         raise _Violation("completes", f"{len(listed)} job(s) never finished although every job fits the cluster "
@@ -512,7 +535,9 @@ def _check_outputs(rec, case: Case, tags: frozenset[str]) -> None:
         raise _Violation("gpu-seconds", f"the timeline ends with {used[-1]:g} GPUs in use after every job finished")
     # JCT against the job alone
     specs = {s.job_id: s for s in case.jobs}
-    for jid, jct, t_end in zip(jobs["job_id"], jobs["jct"], jobs["end_time"]):
+    for jid, jct, t_end, status in zip(jobs["job_id"], jobs["jct"], jobs["end_time"], jobs["status"]):
+        if status == "failed":   # ended early by its failures
+            continue
         spec = specs[jid]
         if "elastic" in tags:
             bound, what = _fastest(spec, case), "at the fastest rate its bounds allow"
@@ -673,22 +698,28 @@ def _explain(e: BaseException) -> tuple[str, str]:
 
 
 def check_policy(policy_cls, *, params: dict | None = None, examples: int = EXAMPLES, seed: int = 0,
-                 tags=None, determinism: bool = True) -> None:
+                 tags=None, determinism: bool = True, faults: bool | dict = False) -> None:
     """Run the conformance suite on ``policy_cls`` (a ``Policy`` subclass: ``policy_cls(**params)``
     makes an instance). Raises ``ConformanceError`` at the first failing check; returns None if
     the policy conforms. ``examples`` random inputs (drawn with hypothesis from ``seed``) follow
     one fixed contention input; ``tags`` overrides the class's ``tags`` (which choose the inputs);
-    ``determinism=False`` skips the cross-process check (it starts two Python processes)."""
+    ``determinism=False`` skips the cross-process check (it starts two Python processes);
+    ``faults=True`` (or a ``faults`` config) runs every input with a fault model (``FAULTS``):
+    jobs may then end failed, and progress may go back to a checkpoint at a failure."""
     name = _name(policy_cls)
     tags = _tags_of(policy_cls, tags)
     oracle = bool(getattr(policy_cls, "oracle", False))
     first = contention_case(tags)
     # drawn only once the fixed input passed: a policy that fails at once fails in milliseconds
     inputs = itertools.chain([first], (c for c in _examples(tags, examples, seed)))
+    if faults:
+        fcfg = FAULTS if faults is True else faults
+        inputs = (replace(c, faults=fcfg) for c in inputs)
 
     def fail(check: str, why: str, case: Case | None) -> ConformanceError:
         where = case.describe() if case else f"seed={seed}"
-        repro = f"check_policy({policy_cls.__qualname__}, params={params!r}, examples={examples}, seed={seed})"
+        repro = (f"check_policy({policy_cls.__qualname__}, params={params!r}, examples={examples}, seed={seed}"
+                 + (f", faults={faults!r})" if faults else ")"))
         return ConformanceError(f"policy {name!r} fails check {check!r} on input {where}: {why}\n(reproduce: {repro})",
                                 policy=name, check=check, where=where)
 

@@ -18,13 +18,14 @@ from types import MappingProxyType
 from typing import Annotated
 
 import simpy
-from simpy.events import NORMAL, Event
+from simpy.core import StopSimulation
+from simpy.events import NORMAL, URGENT, Event
 from tqdm import tqdm
 
 from clustersim.simulator.cluster import Cluster
 from clustersim.simulator.errors import PolicyError
-from clustersim.simulator.job import (EMPTY, Allocation, JobSpec, JobState, Status, StopReason, Tasks, alloc_gpus,
-                                      nodes_of, task_counts)
+from clustersim.simulator.job import (EMPTY, Allocation, Failure, JobSpec, JobState, Status, StopReason, Tasks,
+                                      alloc_gpus, nodes_of, task_counts)
 from clustersim.simulator.metrics import Recorder
 from clustersim.simulator.overhead import STOPS, Change, ConstantOverhead, OverheadModel, Transition
 from clustersim.simulator.params import NonNegative, PositiveCount, Range
@@ -99,8 +100,9 @@ class Engine:
                  speed: SpeedModel | None = None, overhead: OverheadModel | None = None,
                  until: float | None = None, progress: bool | None = None,
                  decision_interval: float | None = None, limits: Limits | None = None,
-                 observe: Observe | None = None, usage=None, seed: int = 0):
+                 observe: Observe | None = None, usage=None, seed: int = 0, faults=None):
         self.env = simpy.Environment()
+        self.faults = faults   # simulator.faults.FaultModel or None: failures, slowdowns, checkpoints
         self.cluster = cluster
         self.policy = policy
         self.speed = speed or LinearSpeed()
@@ -151,6 +153,8 @@ class Engine:
     # ------------------------------------------------------------------ running
     def run(self) -> Recorder:
         self.policy.reset(self._view())
+        if self.faults is not None:
+            self.faults.attach(self)
         if self.jobs:
             self._at(self.jobs[0].submit_time, self._arrive)
         try:
@@ -169,6 +173,41 @@ class Engine:
         if not at >= self.env.now or (repair_after is not None and not repair_after >= 0):
             raise ValueError(f"node {node}: a failure at {at!r} (repair after {repair_after!r}) is in the past")
         self._at(at - self.env.now, partial(self._node_down, node, repair_after))
+
+    # --- hooks for fault models (simulator/faults.py)
+    def at(self, delay: float, fn, first: bool = False) -> None:
+        """Call ``fn()`` after ``delay`` s (``first``: before the other events of that instant)."""
+        self._at(delay, lambda _ev: fn(), URGENT if first else NORMAL)
+
+    def fail_job(self, job_id: str, cause: StopReason, role: str | None = None, node: int | None = None) -> None:
+        """A task of running job ``job_id`` failed now (``cause``): the job stops at once."""
+        st = self.states[job_id]
+        if st.status is Status.RUNNING:
+            self._count()
+            self._fail(st, cause, role, node)
+            self._sample_usage()
+            self._request_decision()
+
+    def refresh_rate(self, job_id: str) -> None:
+        """The fault model's slowdown of a running job changed (a straggler began or ended):
+        progress up to date, every rate ahead scaled, completion computed afresh."""
+        st = self.states[job_id]
+        if st.status is not Status.RUNNING:
+            return
+        self._count()
+        st.advance(self.env.now)
+        f = self.faults.factor(st, st.allocation)
+        if f != st.factor:
+            k, st.factor = f / st.factor, f
+            st.steady_rate *= k
+            if st.phases:
+                st.phases = [(end, rate * k) for end, rate in st.phases]
+            st.version += 1
+            self._enter_phase(st)
+
+    def ended(self) -> bool:
+        """Every job finished or failed."""
+        return self._done == len(self.jobs)
 
     def _at(self, delay: float, fn, priority: int = NORMAL) -> None:
         _Call(self.env, delay, fn, priority)
@@ -220,6 +259,12 @@ class Engine:
         self.recorder.event(now, st, "finish", 0.0)
         self._sample_usage()
         self._request_decision()
+        self._stop_when_all_ended()
+
+    def _stop_when_all_ended(self) -> None:
+        """With a fault model, nothing after the last job's end matters (failures would go on)."""
+        if self.faults is not None and self.ended():
+            self._at(0.0, StopSimulation.callback, URGENT)
 
     def _phase_end(self, st: JobState, version: int, _ev) -> None:
         if version != st.version:
@@ -239,7 +284,8 @@ class Engine:
         for view in list(self.running.values()):
             st = self.states[view.job_id]
             if node in nodes_of(st.allocation):
-                self._stop(st, Change.FAIL, StopReason.NODE_DOWN)
+                role = next(r for r, tasks in st.allocation.items() if tasks.get(node))
+                self._fail(st, StopReason.NODE_DOWN, role, node)
         self.recorder.node(self.env.now, node, up=False)
         self._sample_usage()
         if repair_after is not None:
@@ -408,6 +454,24 @@ class Engine:
         return MappingProxyType(new)
 
     # ------------------------------------------------------------------ state changes
+    def _fail(self, st: JobState, cause: StopReason, role: str | None, node: int | None) -> None:
+        """A task (or the node) under a running job failed: the job stops at once. A fault model
+        takes it back to its last checkpoint and, once its retries are spent, ends it failed."""
+        now = self.env.now
+        self._stop(st, Change.FAIL, cause)
+        lost = self.faults.restore(st, cause) if self.faults is not None else (0.0, 0.0, 0.0)
+        st.last_failure = Failure(now, cause, role, node, *lost)
+        st.failed_by = st.failed_by or {}
+        st.failed_by[cause.value] = st.failed_by.get(cause.value, 0) + 1
+        if self.faults is not None and self.faults.gives_up(st):
+            st.status, st.end_time = Status.FAILED, now
+            view = self.pending.pop(st.spec.job_id)
+            self._stopped.remove(view)
+            self._finished.append(view)   # ended: policies drop it from their queues
+            self._done += 1
+            self.recorder.event(now, st, "failed", 0.0)
+            self._stop_when_all_ended()
+
     def _stop(self, st: JobState, change: Change, reason: StopReason, released: bool = False) -> None:
         """The job gives back its resources and waits again, keeping its progress (it resumes
         from a checkpoint; the resume cost is charged then)."""
@@ -440,6 +504,9 @@ class Engine:
         new_rate = self.speed.rate(st.spec, new, self.cluster)
         if not new_rate > 0:
             raise PolicyError(f"{self._who}: job {job_id!r} would make no progress on {dict(new)}")
+        if self.faults is not None:   # stragglers, a hot PS, the cost of taking checkpoints
+            st.factor = self.faults.factor(st, new)
+            new_rate *= st.factor
         # phases still ahead of an earlier change keep their own rates; what they were charged
         # against the old rate is refunded and charged again against the new one
         leftover = self._refund(st)
@@ -465,6 +532,8 @@ class Engine:
             st.rescales += 1
         self._set_phases(st, phases)
         self.recorder.event(now, st, change.value, lost, old_gpus)
+        if self.faults is not None:
+            self.faults.changed(st, change)
 
     def _refund(self, st: JobState) -> list[tuple[float, float]]:
         """The reconfiguration phases still ahead as (duration, rate), soonest first; what they

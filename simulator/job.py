@@ -8,10 +8,11 @@ engine stores every allocation it accepts as read-only ``Tasks`` with the grants
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from enum import Enum
 from types import MappingProxyType
-from typing import Mapping
+from typing import Mapping, NamedTuple
 
 Allocation = Mapping[str, Mapping[int, int]]
 EMPTY: Allocation = MappingProxyType({})
@@ -136,7 +137,25 @@ class Status(Enum):
     PENDING = "pending"      # arrived, holds nothing (never started, or preempted)
     RUNNING = "running"      # holds resources (possibly paused by a reconfiguration)
     FINISHED = "finished"
+    FAILED = "failed"        # ended by failures: its retries ran out (simulator/faults.py)
     UNFINISHED = "unfinished"  # still pending or running when the simulation ended
+
+
+ENDED = (Status.FINISHED, Status.FAILED)
+
+
+class Failure(NamedTuple):
+    """One failure of a running job (``JobView.last_failure``): when, why (a ``StopReason``),
+    which task (role, node) and what it cost: iterations, seconds of training and GPU-seconds
+    done since the last checkpoint, lost."""
+
+    time: float
+    cause: "StopReason"
+    role: str | None
+    node: int | None
+    lost_iterations: float
+    lost_s: float
+    lost_gpu_s: float
 
 
 def task_counts(alloc: Allocation) -> dict[str, int]:
@@ -193,12 +212,42 @@ class JobState:
     pending_since: float = 0.0
     samples: list | None = None     # measured throughput: [t0, t1, measured it/s, allocation] per steady phase
     noise: float = 1.0              # the current phase's measurement error factor
+    # checkpoints (simulator/faults.py): while running, one every ``interval`` s of wall time from
+    # the (re)start, per store; ``ckpts`` holds [interval, next time, (time, progress, service) of
+    # the latest] per store (durable, and in memory with flash checkpoints); ``ckpt_next``: the soonest
+    ckpts: list | None = None
+    ckpt_next: float | None = None
+    factor: float = 1.0             # fault slowdown on the speed model's rate (stragglers, hot PS)
+    failed_by: dict | None = None   # failures per cause (StopReason value)
+    last_failure: Failure | None = None
+    lost_iterations: float = 0.0    # progress lost to failures (since the last checkpoint)
+    lost_s: float = 0.0
+    lost_gpu_s: float = 0.0
+    recover_s: float = 0.0          # summed time from each failure until training again
+    recoveries: int = 0
 
     def advance(self, now: float) -> None:
         """Bring progress and attained service up to ``now`` at the current rate."""
         dt = now - self.since
         if dt > 0:
+            if self.ckpt_next is not None and self.ckpt_next <= now:
+                self._checkpoint(now)
             # a completion computed in floating point may land a hair past the work: never report more
             self.progress = min(self.progress + self.rate * dt, self.spec.total_work)
             self.service += self.gpus * dt
             self.since = now
+
+    def _checkpoint(self, now: float) -> None:
+        """Record, per store, the latest checkpoint taken in (since, now]: the rate is constant
+        there (the engine brings progress up to date at every rate change), so progress at a
+        checkpoint time is exact."""
+        soonest = math.inf
+        for c in self.ckpts:
+            interval, nxt = c[0], c[1]
+            if nxt <= now:
+                t = nxt + math.floor((now - nxt) / interval) * interval
+                d = t - self.since
+                c[2] = (t, min(self.progress + self.rate * d, self.spec.total_work), self.service + self.gpus * d)
+                c[1] = nxt = t + interval
+            soonest = min(soonest, nxt)
+        self.ckpt_next = soonest

@@ -17,9 +17,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from clustersim.simulator.job import JobState, Status
+from clustersim.simulator.job import ENDED, JobState, Status
 
 
+FAILURE_CAUSES = ("failed", "node_down", "oom")   # StopReason values of failures
 UNFINISHED_LISTED = 100   # summary.json lists this many unfinished jobs (jobs_unfinished counts all)
 
 
@@ -128,6 +129,7 @@ class Recorder:
             "overhead_gpu_s": pa.array(col(lambda s: s.overhead_gpu_s), pa.float64()),
             "status": pa.array(col(lambda s: s.status.value), pa.string()),
             **self.peer_columns(rows),
+            **self.fault_columns(rows),
         })
 
     def by_type(self, st: JobState) -> dict[str, float]:
@@ -173,6 +175,40 @@ class Recorder:
                                  for t in sorted(cap)},
         }
 
+    def fault_columns(self, rows: list[JobState]) -> dict:
+        """Failures by cause, progress lost to them (fraction of the job's work, seconds of
+        training, GPU-seconds) and the time from each failure until training again
+        (simulator/faults.py)."""
+        by = [s.failed_by or {} for s in rows]
+        return {
+            **{f"failures_{c}": pa.array([b.get(c, 0) for b in by], pa.int32()) for c in FAILURE_CAUSES},
+            "lost_work": pa.array([s.lost_iterations / s.spec.total_work if s.spec.total_work else 0.0 for s in rows],
+                                  pa.float64()),
+            "lost_s": pa.array([s.lost_s for s in rows], pa.float64()),
+            "lost_gpu_s": pa.array([s.lost_gpu_s for s in rows], pa.float64()),
+            "recover_s": pa.array([s.recover_s for s in rows], pa.float64()),
+        }
+
+    def fault_summary(self) -> dict:
+        """Completion rate (finished / all jobs), jobs failed, failures by cause, work lost (GPU-
+        seconds, and in jobs' worth: the sum of lost fractions) and the mean time to recover."""
+        st = self.states
+        by: dict[str, int] = {c: 0 for c in FAILURE_CAUSES}
+        for s in st:
+            for c, n in (s.failed_by or {}).items():
+                by[c] = by.get(c, 0) + n
+        recoveries = sum(s.recoveries for s in st)
+        return {
+            "completion_rate": (sum(1 for s in st if s.status is Status.FINISHED) / len(st)) if st else None,
+            "jobs_failed": sum(1 for s in st if s.status is Status.FAILED),
+            "failures": sum(by.values()),
+            "failures_by_cause": by,
+            "lost_gpu_s": sum(s.lost_gpu_s for s in st),
+            "lost_s": sum(s.lost_s for s in st),
+            "lost_work_jobs": sum(s.lost_iterations / s.spec.total_work for s in st if s.spec.total_work),
+            "recover_s_mean": sum(s.recover_s for s in st) / recoveries if recoveries else None,
+        }
+
     def timeline(self) -> pa.Table:
         used = np.array(self._used, dtype=np.float64).reshape(-1, 3)
         total = self.cluster.total
@@ -201,12 +237,13 @@ class Recorder:
         queue = np.array([s.first_start - s.spec.submit_time for s in done])
         slowdown = jct / np.array([s.spec.duration for s in done]) if done else jct
         start = min((s.spec.submit_time for s in self.states), default=0.0)
-        end = max((s.end_time for s in done), default=start) if len(done) == len(self.states) else self.end_time
+        ended = [s for s in self.states if s.status in ENDED]
+        end = max((s.end_time for s in ended), default=start) if len(ended) == len(self.states) else self.end_time
         stats = lambda a, p: float(np.percentile(a, p)) if len(a) else None  # noqa: E731
         return {
             "jobs": len(self.states),
             "jobs_finished": len(done),
-            "jobs_unfinished": len(self.states) - len(done),
+            "jobs_unfinished": len(self.states) - len(ended),
             "jct_mean": float(jct.mean()) if len(jct) else None,
             "jct_median": stats(jct, 50),
             "jct_p95": stats(jct, 95),
@@ -224,6 +261,7 @@ class Recorder:
             "overhead_gpu_s": sum(s.overhead_gpu_s for s in self.states),
             "sim_end_time": self.end_time,
             **self.peer_summary(start, end),
+            **self.fault_summary(),
             "unfinished_jobs": self.unfinished[:UNFINISHED_LISTED],
             **efficiency(self, start, end),
         }
@@ -363,7 +401,8 @@ def atomic_write(path: Path, write) -> None:
 def format_summary(summary: dict) -> str:
     """The short table printed at the end of a run."""
     rows = [
-        ("jobs finished", f"{summary['jobs_finished']} / {summary['jobs']}"),
+        ("jobs finished", f"{summary['jobs_finished']} / {summary['jobs']}"
+                          + (f" ({summary['jobs_failed']} failed)" if summary.get("jobs_failed") else "")),
         ("JCT mean / median (s)", _pair(summary["jct_mean"], summary["jct_median"])),
         ("JCT p95 / p99 (s)", _pair(summary["jct_p95"], summary["jct_p99"])),
         ("slowdown mean / p95", _pair(summary["slowdown_mean"], summary["slowdown_p95"], "{:,.2f}")),

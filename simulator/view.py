@@ -237,6 +237,12 @@ class JobView:
         return self._state.stop_reason
 
     @property
+    def last_failure(self):
+        """The job's latest failure (``job.Failure``: time, cause, role and node of the failed task,
+        progress lost to it), None if it never failed."""
+        return self._state.last_failure
+
+    @property
     def waited(self) -> float:
         """Seconds spent pending so far, after preemptions too."""
         s = self._state

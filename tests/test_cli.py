@@ -120,7 +120,7 @@ def test_summary_slowdown_is_jct_over_the_duration_alone(tmp_path):
 
 
 @pytest.mark.parametrize("override, message", [
-    ("+polcy=x", "clustersim: error: polcy: unknown key; valid keys: cluster, limits, observe, overhead, policy"),
+    ("+polcy=x", "clustersim: error: polcy: unknown key; valid keys: cluster, faults, limits, observe, overhead, policy"),
     ("policy.backfill=no", "clustersim: error: policy.backfill: must be true or false, got 'no'"),
     ("overhead.resume_s=-1", "clustersim: error: overhead.resume_s: must be >= 0"),
     ("until=nan", "clustersim: error: until: must be a finite number, got nan"),

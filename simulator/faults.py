@@ -1,0 +1,448 @@
+"""Faults and instability: node and task failures, OOM, stragglers, hot parameter servers, and
+recovery from checkpoints (config group ``faults/``; docs/models/faults.md).
+
+A ``FaultModel`` is the unstable world around the jobs. It schedules its events through the
+engine's hooks (``Engine.at``, ``fail_node``, ``fail_job``, ``refresh_rate``) and the engine asks
+it three things: the slowdown of a job on an allocation (``factor``), what a failure costs
+(``restore``: back to the last checkpoint) and whether a job has run out of retries
+(``gives_up``). It hears of every start, resume and reallocation (``changed``).
+
+Every random draw comes from ``component_rng(seed, "faults.<kind>")``; events are handled in a
+deterministic order, so the same config and seed give the same failures. Node failures do not
+depend on the jobs at all, so every policy meets the same ones.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from functools import partial
+from typing import Annotated, Literal
+
+from clustersim.simulator.errors import ConfigError
+from clustersim.simulator.job import JobState, Status, StopReason, Tasks, task_demand
+from clustersim.simulator.overhead import DEFAULT_COSTS, Change
+from clustersim.simulator.params import Count, Fraction, NonNegative, Positive, Range, check_params
+from clustersim.simulator.rng import component_rng
+
+DAY = 86_400.0
+STARTS = (Change.START, Change.RESUME)
+
+
+@dataclass(frozen=True)
+class Checkpoints:
+    """Checkpoints while a job runs, every ``interval_s`` s of wall time from its (re)start, to
+    durable storage (TF Estimator's default ``save_checkpoints_secs`` is 600 s); null: none, a
+    failure restarts the attempt from where it began. ``flash_interval_s``: DLRover's flash
+    checkpoint (DLRover-RM §5.2; dlrover docs/blogs/megatron_flash_checkpoint.md) also saves to
+    host memory this often; a task failure restores from memory, a node failure loses the host's
+    memory and restores from storage. Saving pauses training: ``checkpoint_gb`` (the profile's)
+    over ``storage_gb_per_s``, or over ``flash_gb_per_s`` in memory (< 1 s for 20 GB, §5.2),
+    charged as the fraction of time spent saving."""
+
+    interval_s: Positive | None = 600.0
+    flash_interval_s: Positive | None = None
+    storage_gb_per_s: Positive = 0.5     # a choice: remote storage write rate (docs/models/faults.md)
+    flash_gb_per_s: Positive = 20.0      # DLRover-RM §5.2: under 1 s for a 20 GB model
+
+
+@dataclass(frozen=True)
+class NodeFaults:
+    """Each node fails after an exponential time of mean ``mtbf_h`` hours of being up and stays
+    down ``repair_s`` (fixed, or exponential of that mean); the tasks on it fail."""
+
+    mtbf_h: Positive
+    repair_s: NonNegative = 3600.0
+    repair: Literal["fixed", "exponential"] = "fixed"
+
+
+@dataclass(frozen=True)
+class TaskFaults:
+    """Each running task (pod) fails at a constant hazard: ``per_pod_day`` is its probability of
+    failing within a day (DLRover-RM §2.2: 1.5 %, so a 50-pod job fails with 53 % a day). A job
+    of n tasks fails at n**size_exponent times the hazard of one (1: independent pods, the
+    paper's 1 - (1 - p)^n)."""
+
+    per_pod_day: Annotated[float, Range(ge=0, lt=1)] = 0.015
+    size_exponent: Positive = 1.0
+
+    def hazard(self, pods: int) -> float:
+        """Failures per second of a job running ``pods`` tasks."""
+        return -math.log1p(-self.per_pod_day) / DAY * pods ** self.size_exponent
+
+
+@dataclass(frozen=True)
+class OomFaults:
+    """A task whose memory need (the profile's usage model, ``Zoo.usage``) exceeds its grant runs
+    out of memory ``after_s`` s after training starts. ``underprovisioned``: the fraction of jobs
+    whose real need is ``need_factor`` x the model's (DLRover-RM §1, Table 4: 4.7–8 % of jobs hit
+    OOM; DLRover relaunches an OOM worker with twice the memory, so 2x). Roles that request no
+    memory are not memory-modelled and never OOM."""
+
+    after_s: NonNegative = 60.0
+    underprovisioned: Fraction = 0.0
+    need_factor: Annotated[float, Range(gt=1)] = 2.0
+
+
+@dataclass(frozen=True)
+class StragglerFaults:
+    """A running task turns slow (``factor`` x its iteration time) at ``per_pod_hour`` per task
+    and stays slow ``duration_s`` or until the job stops. A synchronous job (all-reduce, or
+    ``ps_sync``) runs at its slowest member's pace; under asynchronous PS training a slow worker
+    only lowers the total by its share, a slow PS slows every worker (DLRover-RM §4.3 Stage 3)."""
+
+    per_pod_hour: NonNegative = 0.0
+    factor: Annotated[float, Range(gt=1)] = 4.0   # DLRover §6: a straggler's CPU set to 25 %
+    duration_s: Positive = 1800.0
+    ps_sync: bool = False
+
+
+@dataclass(frozen=True)
+class HotPsFaults:
+    """A ``fraction`` of PS jobs with two or more PSes has one PS carrying ``skew`` x the mean
+    load (unbalanced tensor partition, DLRover §6.4: 13 % of jobs). The slowest PS bounds the
+    update, so the job runs as if every PS had 1/skew of its CPU (notes/dlrover.md A4). With
+    ``rebalance_on_ps_change`` a change of the PS count re-partitions evenly (DLRover-RM §4.3)."""
+
+    fraction: Fraction = 0.13
+    skew: Annotated[float, Range(gt=1)] = 2.0
+    rebalance_on_ps_change: bool = True
+
+
+@dataclass(frozen=True)
+class FaultsConfig:
+    """The ``faults`` group. ``enabled: false`` (``faults=none``) runs without any of it.
+    ``retries``: failures a job survives (Kubernetes Job ``backoffLimit`` defaults to 6); the next
+    ends it failed. ``replay``: the trace's recorded failures happen again (docs/models/faults.md)."""
+
+    enabled: bool = False
+    retries: Count = 6
+    checkpoint: dict = field(default_factory=dict)
+    node: dict | None = None
+    task: dict | None = None
+    oom: dict | None = None
+    straggler: dict | None = None
+    hot_ps: dict | None = None
+    replay: bool = False
+
+
+def _section(cls, value, key: str):
+    return None if value is None else cls(**check_params(cls, value, f"faults.{key}.{{}}"))
+
+
+def check_config(cfg: dict | None) -> FaultsConfig:
+    """The checked ``faults`` config (errors name the key)."""
+    params = dict(cfg or {})
+    params.pop("name", None)
+    return FaultsConfig(**check_params(FaultsConfig, params, "faults.{}"))
+
+
+def make(cfg: dict | None, seed: int = 0, *, costs_of=None, table=None) -> "FaultModel | None":
+    """The fault model a ``faults`` config describes, or None when it is off. ``table``: the job
+    table, whose recorded attempts and status ``replay`` needs."""
+    c = check_config(cfg)
+    if not c.enabled:
+        return None
+    return FaultModel(c, seed, costs_of=costs_of, table=table)
+
+
+class FaultModel:
+    def __init__(self, cfg: FaultsConfig, seed: int = 0, *, costs_of=None, table=None):
+        self.cfg = cfg
+        self.seed = seed
+        self.ckpt = _section(Checkpoints, cfg.checkpoint, "checkpoint")
+        self.node = _section(NodeFaults, cfg.node, "node")
+        self.task = _section(TaskFaults, cfg.task, "task")
+        self.oom = _section(OomFaults, cfg.oom, "oom")
+        self.straggler = _section(StragglerFaults, cfg.straggler, "straggler")
+        self.hot_ps = _section(HotPsFaults, cfg.hot_ps, "hot_ps")
+        self.costs_of = costs_of or (lambda spec: DEFAULT_COSTS)
+        self.records = _recorded_failures(table) if cfg.replay else {}
+        if cfg.replay and table is None:
+            raise ConfigError("faults.replay: needs the trace's job table (attempts, status)")
+        self.engine = None
+        self._rng = {k: component_rng(seed, f"faults.{k}") for k in ("node", "task", "oom", "straggler")}
+        self._alloc: dict[str, int] = {}     # job -> token, bumped at every change of its allocation
+        self._attempt: dict[str, int] = {}   # job -> token, bumped at every (re)start
+        self._slow: dict[str, tuple] = {}    # job -> (role, factor, attempt token) of its straggler
+        self._hot: dict[str, int] = {}       # job -> its PS count when the hot PS appeared
+        self._big_need: set[str] = set()     # underprovisioned jobs
+        self._counted: dict[str, int] = {}   # failures that count against the retries
+        self._replayed: dict[str, int] = {}  # recorded failures replayed so far
+        self._replaying: str | None = None
+        self._failed_at: dict[str, float] = {}
+
+    # ------------------------------------------------------------------ setup
+    def attach(self, engine) -> None:
+        """Run start: per-job draws (in job order, so they do not depend on the policy) and the
+        first failure of every node."""
+        self.engine = engine
+        interval = getattr(engine.policy, "checkpoint_interval_s", None)   # a policy may set its own
+        if interval is not None:
+            self.ckpt = Checkpoints(**{**self.ckpt.__dict__, "interval_s": interval})
+        draw = component_rng(self.seed, "faults.jobs")
+        for spec in engine.jobs:
+            u_oom, u_hot = draw.random(2)
+            if self.oom and u_oom < self.oom.underprovisioned:
+                self._big_need.add(spec.job_id)
+            ps = next((r for r in spec.roles if r.name == "ps"), None)
+            if self.hot_ps and ps is not None and u_hot < self.hot_ps.fraction:
+                self._hot[spec.job_id] = -1   # appears at the first start
+        unknown = set(self.records) - set(engine.states)
+        if unknown:
+            raise ConfigError(f"faults.replay: recorded failures of jobs not in the run, e.g. {sorted(unknown)[0]!r}")
+        if self.node:
+            for n in range(engine.cluster.num_nodes):
+                engine.at(self._rng["node"].exponential(self.node.mtbf_h * 3600.0), partial(self._node_fails, n))
+
+    # ------------------------------------------------------------------ what the engine asks
+    def factor(self, st: JobState, alloc) -> float:
+        """The job's speed on ``alloc`` relative to the speed model's: stragglers, a hot PS, and
+        the time spent saving checkpoints."""
+        job = st.spec.job_id
+        f = 1.0
+        slow = self._slow.get(job)
+        if slow is not None and st.allocation and slow[2] == self._attempt.get(job):   # not at a (re)start
+            f *= self._straggler_effect(st, alloc, slow[0], slow[1])
+        if job in self._hot:
+            f *= self._hot_effect(st, alloc)
+        return f * self._saving(st)
+
+    def changed(self, st: JobState, change: Change) -> None:
+        """A job (re)started or changed its allocation: checkpoints, and the failures ahead."""
+        job, now = st.spec.job_id, self.engine.env.now
+        self._alloc[job] = token = self._alloc.get(job, 0) + 1
+        if change in STARTS:
+            self._attempt[job] = self._attempt.get(job, 0) + 1
+            self._slow.pop(job, None)   # a straggler does not outlive its attempt
+            self._start_checkpoints(st, now)
+            if job in self._failed_at:   # time to recover: failure -> training again
+                st.recover_s += st.busy_until - self._failed_at.pop(job)
+                st.recoveries += 1
+            if self._hot.get(job) == -1:
+                self._hot[job] = _count(st.allocation, "ps")
+            self._replay(st)
+        pods = sum(sum(t.values()) for t in st.allocation.values())
+        if self.task and self.task.per_pod_day > 0:
+            self.engine.at(self._rng["task"].exponential(1.0 / self.task.hazard(pods)), partial(self._task_fails, job, token))
+        if self.straggler and self.straggler.per_pod_hour > 0 and job not in self._slow:
+            rate = self.straggler.per_pod_hour / 3600.0 * pods
+            self.engine.at(self._rng["straggler"].exponential(1.0 / rate), partial(self._slow_down, job, token))
+        if self.oom:
+            role = self._oom_role(st)
+            if role is not None:
+                delay = st.busy_until - now + self.oom.after_s
+                self.engine.at(delay, partial(self._fail_if, job, token, StopReason.OOM, role))
+
+    def restore(self, st: JobState, cause: StopReason) -> tuple[float, float, float]:
+        """The job failed and stopped: back to its last checkpoint (a node failure loses the
+        in-memory one). Returns what was lost: (iterations, s of training, GPU-seconds)."""
+        job, now = st.spec.job_id, self.engine.env.now
+        self._failed_at[job] = now
+        self._slow.pop(job, None)
+        stores = st.ckpts or [[math.inf, math.inf, (now, st.progress, st.service)]]
+        if cause is StopReason.NODE_DOWN:
+            stores = stores[:1]
+        t, progress, service = max((c[2] for c in stores), key=lambda c: c[0])
+        lost = (st.progress - progress, now - t, st.service - service)
+        st.progress = progress
+        st.ckpts, st.ckpt_next = None, None
+        st.lost_iterations += lost[0]
+        st.lost_s += lost[1]
+        st.lost_gpu_s += lost[2]
+        if self._replaying == job:
+            self._replayed[job] = self._replayed.get(job, 0) + 1
+        else:
+            self._counted[job] = self._counted.get(job, 0) + 1
+        return lost
+
+    def gives_up(self, st: JobState) -> bool:
+        """Out of retries, or the trace's last recorded attempt failed."""
+        job = st.spec.job_id
+        rec = self.records.get(job)
+        if rec is not None and rec[1] and self._replayed.get(job, 0) >= len(rec[0]):
+            return True
+        return self._counted.get(job, 0) > self.cfg.retries
+
+    # ------------------------------------------------------------------ checkpoints
+    def _start_checkpoints(self, st: JobState, now: float) -> None:
+        """A (re)start restored the state it begins from: every store holds it."""
+        here = (now, st.progress, st.service)
+        c = self.ckpt
+        stores = [[c.interval_s or math.inf, now + (c.interval_s or math.inf), here]]
+        if c.flash_interval_s:
+            stores.append([c.flash_interval_s, now + c.flash_interval_s, here])
+        st.ckpts = stores
+        st.ckpt_next = min(s[1] for s in stores)
+
+    def _saving(self, st: JobState) -> float:
+        """Fraction of time not spent saving checkpoints."""
+        c = self.ckpt
+        gb = self.costs_of(st.spec).checkpoint_gb
+        busy = 0.0
+        if c.interval_s:
+            busy += gb / c.storage_gb_per_s / c.interval_s
+        if c.flash_interval_s:
+            busy += gb / c.flash_gb_per_s / c.flash_interval_s
+        return 1.0 / (1.0 + busy)
+
+    # ------------------------------------------------------------------ events
+    def _live(self, job: str, token: int) -> bool:
+        return self._alloc.get(job) == token and self.engine.states[job].status is Status.RUNNING
+
+    def _node_fails(self, node: int) -> None:
+        eng = self.engine
+        if eng.ended():
+            return
+        rng, n = self._rng["node"], self.node
+        repair = n.repair_s if n.repair == "fixed" else rng.exponential(n.repair_s) if n.repair_s > 0 else 0.0
+        eng.fail_node(eng.env.now, node, repair)
+        eng.at(repair + rng.exponential(n.mtbf_h * 3600.0), partial(self._node_fails, node))
+
+    def _task_fails(self, job: str, token: int) -> None:
+        if self._live(job, token):
+            st = self.engine.states[job]
+            role, node = _pick_task(st.allocation, self._rng["task"])
+            self.engine.fail_job(job, StopReason.FAILED, role, node)
+
+    def _fail_if(self, job: str, token: int, cause: StopReason, role: str) -> None:
+        if self._live(job, token):
+            node = next(n for n, c in self.engine.states[job].allocation[role].items() if c)
+            self.engine.fail_job(job, cause, role, node)
+
+    def _slow_down(self, job: str, token: int) -> None:
+        if not self._live(job, token) or job in self._slow:
+            return
+        role, _ = _pick_task(self.engine.states[job].allocation, self._rng["straggler"])
+        self.slow_task(job, role, self.straggler.factor, self.straggler.duration_s)
+
+    def slow_task(self, job: str, role: str, factor: float, duration_s: float) -> None:
+        """A task of ``role`` of running job ``job`` turns ``factor`` x slower for ``duration_s``
+        (or until the job stops); the engine brings the job's rate up to date."""
+        if self.engine.states[job].status is not Status.RUNNING:
+            return
+        attempt = self._attempt[job]
+        self._slow[job] = (role, factor, attempt)
+        self.engine.refresh_rate(job)
+        self.engine.at(duration_s, partial(self._recover_speed, job, attempt))
+
+    def _recover_speed(self, job: str, attempt: int) -> None:
+        slow = self._slow.get(job)
+        if slow is not None and slow[2] == attempt:
+            del self._slow[job]
+            self.engine.refresh_rate(job)
+            st = self.engine.states[job]
+            if st.status is Status.RUNNING and self.straggler and self.straggler.per_pod_hour > 0:
+                pods = sum(sum(t.values()) for t in st.allocation.values())   # the next one may come
+                rate = self.straggler.per_pod_hour / 3600.0 * pods
+                self.engine.at(self._rng["straggler"].exponential(1.0 / rate),
+                               partial(self._slow_down, job, self._alloc[job]))
+
+    # ------------------------------------------------------------------ effects
+    def _straggler_effect(self, st: JobState, alloc, role: str, factor: float) -> float:
+        async_ps = any(r.name == "ps" for r in st.spec.roles) and not (self.straggler and self.straggler.ps_sync)
+        if async_ps and role != "ps":   # one slow worker of n: the others go on at full speed
+            n = max(_count(alloc, role), 1)
+            return (n - 1 + 1.0 / factor) / n
+        return 1.0 / factor
+
+    def _hot_effect(self, st: JobState, alloc) -> float:
+        """The slowest PS bounds the update (notes/dlrover.md A4): one PS with ``skew`` x the mean
+        share makes the PS side as slow as if every PS had 1/skew of its CPU (speed models that
+        use PS CPU: DLRover-RM Eq. 3) or, for models that count PSes only (Optimus Eq. 3, tables),
+        as if there were p/skew PSes (linear between the neighbouring counts)."""
+        p = _count(alloc, "ps")
+        at_start = self._hot.get(st.spec.job_id, -1)
+        if p < 2 or (self.hot_ps.rebalance_on_ps_change and at_start not in (-1, p)):
+            return 1.0
+        speed, cluster, skew = self.engine.speed, self.engine.cluster, self.hot_ps.skew
+        base = speed.rate(st.spec, alloc, cluster)
+        if not base > 0:
+            return 1.0
+        ps = alloc["ps"]
+        cpu = task_demand(st.spec.role("ps"), ps)[1]
+        slow = speed.rate(st.spec, {**alloc, "ps": Tasks(dict(ps), cpu / skew, getattr(ps, "mem", None))}, cluster)
+        if slow < base * (1 - 1e-12):
+            return slow / base
+        eff = max(p / skew, 1.0)
+        lo = math.floor(eff)
+        r_lo = speed.rate(st.spec, _with_tasks(alloc, "ps", lo), cluster)
+        r_hi = speed.rate(st.spec, _with_tasks(alloc, "ps", lo + 1), cluster) if eff > lo else r_lo
+        return min((r_lo + (eff - lo) * (r_hi - r_lo)) / base, 1.0)
+
+    def _oom_role(self, st: JobState) -> str | None:
+        """The first role whose tasks need more memory than they are granted, if any."""
+        usage = self.engine.clock.usage
+        if usage is None:
+            return None
+        scale = self.oom.need_factor if st.spec.job_id in self._big_need else 1.0
+        used = usage(st.spec, st.allocation)
+        for role, tasks in st.allocation.items():
+            grant = task_demand(st.spec.role(role), tasks)[2]
+            if grant > 0 and used[role][1] * scale > grant * (1 + 1e-9):
+                return role
+        return None
+
+    # ------------------------------------------------------------------ replay
+    def _replay(self, st: JobState) -> None:
+        """The next recorded failed attempt of a (re)started job ends after its recorded run time."""
+        rec = self.records.get(st.spec.job_id)
+        k = self._replayed.get(st.spec.job_id, 0)
+        if rec is None or k >= len(rec[0]):
+            return
+        length = rec[0][k]
+        if rec[1] and k == len(rec[0]) - 1:
+            length *= 1 - 1e-9   # a hair before its recorded end: at its recorded speed it fails, not finishes
+        job, token = st.spec.job_id, self._attempt[st.spec.job_id]
+        self.engine.at(st.busy_until - self.engine.env.now + length, partial(self._replayed_failure, job, token),
+                       first=True)
+
+    def _replayed_failure(self, job: str, attempt: int) -> None:
+        st = self.engine.states[job]
+        if self._attempt.get(job) == attempt and st.status is Status.RUNNING:
+            role, node = _pick_task(st.allocation, None)
+            self._replaying = job
+            try:
+                self.engine.fail_job(job, StopReason.FAILED, role, node)
+            finally:
+                self._replaying = None
+
+
+def _count(alloc, role: str) -> int:
+    return sum(alloc[role].values()) if role in alloc else 0
+
+
+def _with_tasks(alloc, role: str, n: int) -> dict:
+    """``alloc`` with only the first ``n`` tasks of ``role`` (node order), the same grants."""
+    tasks, kept = alloc[role], {}
+    for node, c in tasks.items():
+        take = min(c, n - sum(kept.values()))
+        if take > 0:
+            kept[node] = take
+    return {**alloc, role: Tasks(kept, getattr(tasks, "cpu", None), getattr(tasks, "mem", None))}
+
+
+def _pick_task(alloc, rng) -> tuple[str, int]:
+    """One task of the allocation, uniformly (the first with ``rng`` None): (role, node)."""
+    tasks = [(role, n) for role, t in alloc.items() for n, c in t.items() for _ in range(c)]
+    return tasks[int(rng.integers(len(tasks)))] if rng is not None else tasks[0]
+
+
+def _recorded_failures(table) -> dict[str, tuple[list[float], bool]]:
+    """job -> (run time of each failed attempt, whether the last one ended the job). Philly
+    records each attempt: all but the last failed and were retried; a job whose status is
+    ``failed`` failed in its last one too. A failed job without attempts (PAI) failed after its
+    recorded duration."""
+    if table is None:
+        return {}
+    cols = table.select(["job_id", "status", "attempts", "duration"]).to_pydict()
+    out = {}
+    for job, status, attempts, duration in zip(cols["job_id"], cols["status"], cols["attempts"], cols["duration"]):
+        spans = [a["end"] - a["start"] for a in attempts or () if a["start"] is not None and a["end"] is not None]
+        failed = status == "failed"
+        if not spans and failed and duration:
+            spans = [duration]
+        lengths = spans if failed else spans[:-1]
+        if lengths:
+            out[job] = ([max(x, 0.0) for x in lengths], failed)
+    return out
