@@ -22,7 +22,7 @@ from simpy.core import StopSimulation
 from simpy.events import NORMAL, URGENT, Event
 from tqdm import tqdm
 
-from clustersim.simulator.cluster import Cluster
+from clustersim.simulator.cluster import CapacityError, Cluster
 from clustersim.simulator.errors import PolicyError
 from clustersim.simulator.job import (EMPTY, Allocation, Failure, JobSpec, JobState, Status, StopReason, Tasks,
                                       alloc_gpus, nodes_of, task_counts)
@@ -393,18 +393,32 @@ class Engine:
         for st, _, _, _ in changes:
             if st.allocation:
                 self.cluster.release(st.spec, st.allocation)
-        for st, new, change, tr in changes:
-            if tr.release_s > 0 and change is Change.SCALE_IN:   # leaving tasks exit gracefully first
-                self._linger(st, _minus(st.allocation, new), tr.release_s)
         for st, new, _, _ in changes:
             if new:
                 self.cluster.take(st.spec, new, self._who)
+        handed = self._exit_gracefully(changes)
         for st, new, change, tr in changes:
             if new:
-                self._reconfigure(st, new, change, tr)
+                wait = max((handed.get(n, 0.0) for n in nodes_of(new) - nodes_of(st.allocation)), default=0.0)
+                self._reconfigure(st, new, change, _after(tr, wait))
             else:
                 self._stop(st, change, StopReason.PREEMPTED, released=True)
         return bool(changes)
+
+    def _exit_gracefully(self, changes) -> dict[int, float]:
+        """Tasks a scale-in removes keep their resources until they have exited (``release_s``).
+        Where the same decision gave those resources to another job, they are handed over: that
+        job waits for the exit on those nodes. Returns {node: seconds to wait}."""
+        handed: dict[int, float] = {}
+        for st, new, change, tr in changes:
+            if tr.release_s > 0 and change is Change.SCALE_IN:
+                leaving = _minus(st.allocation, new)
+                try:
+                    self._linger(st, leaving, tr.release_s)
+                except CapacityError:
+                    for n in nodes_of(leaving):
+                        handed[n] = max(handed.get(n, 0.0), tr.release_s)
+        return handed
 
     def _linger(self, st: JobState, leaving: Allocation, seconds: float) -> None:
         self.cluster.take(st.spec, leaving, self._who)
@@ -642,6 +656,15 @@ class Engine:
 
 
 FREE_STOP = Transition()
+
+
+def _after(tr: Transition, wait: float) -> Transition:
+    """``tr`` delayed by ``wait`` s: the new tasks cannot begin before the resources they take are free."""
+    if wait <= 0:
+        return tr
+    if tr.prepare_s > 0:
+        return Transition(tr.prepare_s + wait, tr.pause_s, tr.release_s)
+    return Transition(tr.prepare_s, tr.pause_s + wait, tr.release_s)
 
 
 def _minus(old: Allocation, new: Allocation) -> dict:

@@ -18,15 +18,7 @@ from clustersim.policies.conformance import check_policy
 SHIPPED = [n for n in policies.names() if policies.get(n).__module__.startswith("clustersim.policies.")]
 
 
-# Known bug, tracked on issues 11 and 12: under stop-free scaling a scale-in's leaving workers hold their
-# GPUs until they exit (EDL), and these policies hand those GPUs to another job in the same decision
-# (the engine refuses: "capacity"). Strict: the marks must go once the policies plan for the release.
-RELEASE_BUG = pytest.mark.xfail(strict=True, raises=AssertionError,
-                                reason="reuses GPUs a stop-free scale-in still holds (issues 11, 12)")
-KNOWN = {"sidecar": RELEASE_BUG, "optimus_oracle": RELEASE_BUG}
-
-
-@pytest.mark.parametrize("name", [pytest.param(n, marks=KNOWN[n]) if n in KNOWN else n for n in SHIPPED])
+@pytest.mark.parametrize("name", SHIPPED)
 def test_registered_policy_conforms_with_faults(name):
     check_policy(policies.get(name), examples=6, faults=True, determinism=name == "fifo")
 

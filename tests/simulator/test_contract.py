@@ -77,7 +77,7 @@ def test_graceful_scale_in_holds_the_leaving_gpus_until_they_exit():
     assert (released, seen[released]) == (pytest.approx(11.8), 2.0)
     assert states["a"].service == pytest.approx(4 * 10.0 + 4 * 1.8 + 2 * (states["a"].end_time - 11.8), **EXACT)
 
-    class Grab(Policy):   # reusing the leaving workers' GPUs in the same decision over-commits
+    class Grab(Policy):   # gives the leaving workers' GPUs to another job in the same decision
         name = "grab"
 
         def decide(self, view):
@@ -87,8 +87,12 @@ def test_graceful_scale_in_holds_the_leaving_gpus_until_they_exit():
                 return Decision({"a": {"worker": {0: 2}}, "b": {"worker": {0: 2}}})
             return Decision()
 
-    with pytest.raises(CapacityError, match="policy 'grab': job 'b'"):
-        run(jobs(job, gpu_job("b", 0.0, 2, 5.0)), Grab(), overhead=StopFree(charge_start=False))
+    # handed over: b holds them from t=10 but starts training once a's workers have exited (11.8 s)
+    engine, states, rec = run(jobs(job, gpu_job("b", 0.0, 2, 5.0)), Grab(), overhead=StopFree(charge_start=False))
+    b = states["b"]
+    assert (b.first_start, b.end_time) == (10.0, pytest.approx(10.0 + 1.8 + 5.0))
+    assert b.overhead_s == pytest.approx(1.8) and states["a"].service == pytest.approx(
+        4 * 10.0 + 2 * (states["a"].end_time - 10.0))
 
 
 PS = (RoleSpec("ps", 1, 0.0, 4.0, 8.0, 1, 4), RoleSpec("worker", 2, 0.0, 4.0, 8.0, 1, 8))
