@@ -46,6 +46,7 @@ from clustersim.simulator.job import StopReason, Tasks, task_counts, task_demand
 from clustersim.simulator.params import Count, Fraction, NonNegative, Positive, PositiveCount, Range
 
 SHARD_BATCHES = (256, 128, 64)   # [RM] §5.1: shard sizes of dynamic data sharding
+DRAFT_PS_CPU = 16.0              # [D] §4.1: "s = 16 is a reasonable value" for a PS
 RESTART = (StopReason.FAILED, StopReason.NODE_DOWN)
 
 
@@ -143,7 +144,7 @@ class DLRover(Policy):
         if view.now >= self.next_round - 1e-9:
             self.next_round = view.now + self.interval
             self._round(view, free, decision)
-        if self.queue or any(is_ps_job(j) for j in view.running.values()):
+        if self.queue or decision.allocations or any(is_ps_job(j) for j in view.running.values()):
             decision.wakeup = max(self.next_round - view.now, 1e-3)
         return decision
 
@@ -275,7 +276,7 @@ class DLRover(Policy):
         for st in plans:
             tr = self.tracks[jobs[st.key].job_id]
             found = candidates(st, self.costs, self.pop_size, self.generations, self.seed * 1_000_003 + st.key,
-                               cpu_free, tr.front)
+                               cpu_free, (*self._draft_plan(jobs[st.key], tr), *tr.front))
             tr.front = tuple(c.config for c in found)
             cands.extend(replace(c, score=score(c, st.remaining, self.rho)) for c in found)
         totals = np.array([cpu_free, float(free[:, 2].sum())])
@@ -291,6 +292,22 @@ class DLRover(Policy):
             return True
 
         greedy(cands, totals, take)
+
+    def _draft_plan(self, job: JobView, tr: Track) -> tuple:
+        """[D] §4.1's closed form from the measured per-task use (Eqs. 10-11): ``N_w = C/(ŵ+ŝ)``
+        workers of ``ceil(ŵ)`` cores, PSes of 16 cores sharing ``C - N_w·ŵ`` -- a seed of the
+        search, as the draft's Optimize step follows its Sampling step."""
+        cfg, use = tr.config, tr.usage
+        if "worker" not in use or "ps" not in use:
+            return ()
+        w_hat = max(use["worker"][0], 1e-9)
+        s_hat = use["ps"][0] * cfg.ps / cfg.workers       # PS CPU used per worker
+        n_w = int(self.job_cpu_cap // (w_hat + s_hat))
+        ps_cpu = min(DRAFT_PS_CPU, self._pod())
+        n_ps = int((self.job_cpu_cap - n_w * math.ceil(w_hat)) // ps_cpu)
+        if n_w < 1 or n_ps < 1:
+            return ()
+        return (self._bounded(job, Config(n_w, n_ps, math.ceil(w_hat), ps_cpu, cfg.worker_mem, cfg.ps_mem * cfg.ps / n_ps)),)
 
     def _observe(self, view: View, job: JobView, tr: Track) -> None:
         """Usage reports: ŵ and the memory each role needs, against steps done."""

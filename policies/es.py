@@ -60,7 +60,7 @@ class ElasticScheduler(Policy):
             for jid, job in view.running.items():
                 if jid not in decision.allocations and "worker" in task_counts(job.allocation) and len(job.roles) > 1:
                     self._step(view, job, free, decision)
-        if self.queue or view.running:
+        if self.queue or view.running or decision.allocations:
             decision.wakeup = max(self.next_round - view.now, 1e-3)
         return decision
 
