@@ -138,7 +138,12 @@ def plot_throughput(series: dict[str, list], path: str | Path, title: str = "") 
 
 
 def compare(policies: list[str], common: list[str], root: str | Path) -> dict[str, dict]:
-    return {p: measure([f"policy={p}", *common], Path(root) / p) for p in policies}
+    """Each policy on the same experiment; DLRover's history starts empty, in ``root/history.sqlite``."""
+    history = Path(root) / "history.sqlite"
+    history.parent.mkdir(parents=True, exist_ok=True)
+    history.unlink(missing_ok=True)
+    own = {"dlrover": [f"policy.history={history}"]}
+    return {p: measure([f"policy={p}", *common, *own.get(p, [])], Path(root) / p) for p in policies}
 
 
 def relative(a: dict, b: dict) -> dict:

@@ -349,10 +349,14 @@ class DLRover(Policy):
             ps_total = tr.usage["ps"][1] * cfg.ps * (1.0 + self.mem_margin)
         else:
             ps_total = cfg.ps_mem * cfg.ps
+        # a worker's memory: what the workers use plus the margin ([D] §4.2), else its grant
+        w_mem = cfg.worker_mem
+        if _reported(tr, "worker"):
+            w_mem = float(min(math.ceil(tr.usage["worker"][1] * (1.0 + self.mem_margin)), self.node_mem))
         pod = self._pod()
         bounds = (w.min_count, w.max_count, ps.min_count, ps.max_count, 1, int(pod))
         return JobState(self.order[job.job_id], model, cfg, max(self.job_steps - done, 1.0), bounds,
-                        self.job_cpu_cap, min(ps_total, self.node_mem * cfg.ps))
+                        self.job_cpu_cap, min(ps_total, self.node_mem * cfg.ps), w_mem)
 
     def _stage3(self, view: View, job: JobView, tr: Track, free: np.ndarray, decision: Decision) -> bool:
         """The instability reactions; True when the job was reconfigured."""

@@ -51,6 +51,7 @@ class JobState:
     bounds: tuple             # (w_min, w_max, p_min, p_max, cpu_min, pod_cpu)
     job_cpu_cap: float
     ps_mem_total: float       # GB all PSes need together (the PS memory rule)
+    worker_mem: float         # GB per worker: what workers are seen to use plus the margin ([D] §4.2)
 
 
 @dataclass(frozen=True)
@@ -115,7 +116,7 @@ def candidates(job: JobState, costs: Costs, pop_size: int, generations: int, see
 
     w_min, w_max, p_min, p_max, cpu_min, pod = job.bounds
     cur = job.current
-    mem_w = cur.worker_mem
+    mem_w = job.worker_mem
     cap = min(job.job_cpu_cap, cur.cpu + free_cpu)
 
     class Plan(Problem):
