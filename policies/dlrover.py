@@ -82,7 +82,7 @@ class DLRover(Policy):
                  mu: Annotated[float, Range(gt=0, lt=1)] = 0.5, min_similarity: Fraction = 0.5,
                  cold_ps: PositiveCount = 1, interval: Positive = 180.0, min_interval: NonNegative = 60.0,
                  opt_start_s: NonNegative = 60.0, opt_start_steps: NonNegative = 100.0,
-                 rho: float = 2.5, pop_size: PositiveCount = 48, generations: PositiveCount = 3, seed: Count = 0,
+                 rho: float = 2.5, pop_size: PositiveCount = 40, generations: PositiveCount = 2, seed: Count = 0,
                  job_cpu_cap: Positive = 200.0, pod_cpu: Positive = 32.0, job_steps: Positive = 200_000.0,
                  worker_launch_s: NonNegative = 120.0, prepare_s: NonNegative = 300.0, pause_s: NonNegative = 180.0,
                  price_cpu: Positive = 1.0, price_mem: NonNegative = 0.125, mem_margin: Fraction = 0.2,

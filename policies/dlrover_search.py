@@ -137,7 +137,7 @@ def candidates(job: JobState, costs: Costs, pop_size: int, generations: int, see
     start[: len(known)] = np.clip(np.round(np.array(known, dtype=np.float64)), lo, hi)
     algo = NSGA2(pop_size=pop_size, sampling=start.astype(float),
                  crossover=SBX(prob=0.9, eta=15, vtype=float, repair=RoundingRepair()),
-                 mutation=PM(eta=20, vtype=float, repair=RoundingRepair()), eliminate_duplicates=True)
+                 mutation=PM(eta=20, vtype=float, repair=RoundingRepair()), eliminate_duplicates=False)
     res = minimize(Plan(), algo, ("n_gen", generations), seed=seed, verbose=False)
     if res.X is None:
         return []
