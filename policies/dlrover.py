@@ -205,10 +205,9 @@ class DLRover(Policy):
                 else:
                     tr.start = cfg
                 alloc = self._place(free, job, cfg)
-                if alloc is None:   # cannot fit now: the smallest configuration, else wait
-                    small = self._bounded(job, replace(cfg, workers=1, ps=1))
-                    alloc = self._place(free, job, small)
-                    cfg = small
+                if alloc is None:   # does not fit now: the owner's request (which fits the empty cluster), else wait
+                    cfg = _requested(job)
+                    alloc = self._place(free, job, cfg)
                 if alloc is None:
                     continue
                 tr.config, tr.last_change = cfg, view.now
@@ -263,8 +262,8 @@ class DLRover(Policy):
             if tr is None or jid in decision.allocations or tr.config is None or job.reconfiguring:
                 continue
             self._observe(view, job, tr)
-            if self._stage3(view, job, tr, free, decision):
-                continue
+            if self._stage3(view, job, tr, free, decision) or tr.slow_after < math.inf:
+                continue   # reconfigured, or a slow task: stage 2 plans interference-free jobs ([RM] §4.3)
             state = self._plan_state(view, job, tr)
             if state is not None:
                 plans.append(state)
@@ -335,6 +334,8 @@ class DLRover(Policy):
     def _plan_state(self, view: View, job: JobView, tr: Track) -> JobState | None:
         cfg = tr.config
         done = job.iterations_done
+        if cfg.worker_cpu <= 0 or cfg.ps_cpu <= 0:   # a request without CPU: nothing to model
+            return None
         if view.now - tr.last_change < max(self.min_interval, self.opt_start_s) - 1e-9:
             return None
         samples = self._samples(job, tr)
@@ -391,7 +392,7 @@ class DLRover(Policy):
     def _slow_task(self, job: JobView, tr: Track) -> Config | None:
         """Hot PS → larger PSes; worker straggler → smaller shards ([D] §4.2, §5.4; [RM] §5.1)."""
         samples = job.throughput_samples
-        if len(samples) < 2:
+        if len(samples) < 2 or tr.config.worker_cpu <= 0 or tr.config.ps_cpu <= 0:
             return None
         last = samples[-1]
         if _x(job, last.allocation) != _x_cfg(tr.config) or last.start < tr.last_change:
@@ -466,6 +467,11 @@ class DLRover(Policy):
 def _roles(job: JobView):
     by = {r.name: r for r in job.roles}
     return by["worker"], by["ps"]
+
+
+def _requested(job: JobView) -> Config:
+    w, ps = _roles(job)
+    return Config(w.count, ps.count, w.cpu, ps.cpu, w.mem, ps.mem)
 
 
 def _x(job: JobView, alloc) -> tuple:
