@@ -48,7 +48,7 @@ def test_warm_start_smooths_the_most_similar_jobs_of_a_seeded_history():
     h = History(None)
     h.add(record("a", "wide_deep", "u1/t0", "u1", 20, 8))     # model + table + user: 1.0
     h.add(record("b", "wide_deep", "u2/t9", "u2", 10, 4))     # model only: 0.5
-    h.add(record("c", "xdeepfm", "u1/t0", "u1", 8, 2))        # table + user: 0.5 < model-less... 0.5
+    h.add(record("c", "xdeepfm", "u1/t0", "u1", 8, 2))        # table + user: 0.5
     h.add(record("d", "wide_deep", "u2/t0", "u1", 30, 6))     # model + user: 0.7
     h.add(record("e", "deepfm", "u3/t3", "u3", 50, 9))        # nothing: 0
     got = h.similar("wide_deep", "u1/t0", "u1", k=3, min_similarity=0.5)
