@@ -9,6 +9,8 @@ job mixes of the papers this project reproduces.
   and checks the constants below).
 * ``dlrover``: parameter-server recommendation jobs (Wide&Deep, DeepFM, xDeepFM) with the
   well-tuned PS/worker configurations of DLRover [D] Table 2 (seed 000).
+* ``dlrm``: the DLRover-RM workload: Wide&Deep, DeepFM, xDeepFM and DCN jobs of many users, each
+  at the user's own (often poor) configuration, within the per-job CPU cap.
 * ``optimus``: the Optimus testbed workload, arrivals uniform in [0, 12000] s over the
   models of Table 1, sync or async at random (seed 004 §6.1).
 * ``sidecar``: SideCar workloads W1–W4 (seed 003 §V-A, Tables VI and VII).
@@ -132,6 +134,75 @@ def dlrover_jobs(rng: np.random.Generator, jobs: int = 100, mix: dict | None = N
             "model": list(models), "batch_size": [DLROVER_BATCH] * jobs}
 
 
+# --- The DLRover-RM workload ([RM] §6, [D] §6.4): users' own configurations of PS/worker jobs.
+# Well-tuned configurations ([D] Table 2; DCN as xDeepFM, DeepFM as W&D, as the profiles do):
+# (PS count, PS cores, PS GB, workers, worker cores, worker GB).
+DLRM_TUNED = {"wide_deep": (8, 16.0, 8.0, 24, 3.0, 4.0), "deepfm": (8, 16.0, 8.0, 24, 3.0, 4.0),
+              "xdeepfm": (2, 16.0, 8.0, 8, 20.0, 8.0), "dcn": (2, 16.0, 8.0, 8, 20.0, 8.0)}
+# How users configure ([D] §6.4: CPU utilisation 29 %, memory 31 % under manual configuration;
+# [RM] Table 2: training jobs at 20 % CPU; notes/dlrover.md §5: ~6 % of jobs with too little PS
+# CPU, ~4.7 % with too little memory (OOM)). Per-task CPU and memory are the tuned figures times
+# a log-normal factor whose median gives those utilisations; task counts are the tuned ones times
+# a factor drawn in [0.25, 1.5]; a user keeps one habit (factors) for all their jobs.
+DLRM_CPU_OVER = (math.log(1 / 0.29), 0.5)     # median factor 3.4: median CPU use / grant 29 %
+DLRM_MEM_OVER = (math.log(1 / 0.31), 0.5)     # median 3.2: memory use / grant 31 %
+DLRM_COUNT_RANGE = (0.25, 1.5)
+DLRM_PS_CPU_SHORT = (0.06, (0.25, 0.6))       # share of jobs, factor on the tuned PS cores
+DLRM_MEM_SHORT = (0.047, (0.5, 0.9))          # share of jobs, factor on the tuned memory
+DLRM_POD_CORES = 32                           # cores one pod may hold ([D] §6.1)
+DLRM_MAX_TASKS = {"worker": 60, "ps": 15}     # task bounds (DLRover's code: MAX_WORKER_NUM, MAX_PS_NUM)
+
+
+def dlrm_jobs(rng: np.random.Generator, jobs: int = 200, users: int = 20, tables_per_user: int = 2,
+              mix: dict | None = None, arrival: dict | None = None, steps: int = DLROVER_STEPS,
+              job_cores: float = DLROVER_JOB_CORES) -> dict:
+    """Jobs of ``users`` users, each training a few models on their own tables (the table is the
+    job's ``tenant``: the data source DLRover's warm start matches, [D] §4.3), at the user's
+    configuration: ``steps`` steps of batch 512, requests within ``job_cores`` cores."""
+    mix = mix or {m: 1.0 for m in DLRM_TUNED}
+    unknown = set(mix) - set(DLRM_TUNED)
+    if unknown or users < 1 or tables_per_user < 1:
+        raise TraceError(f"synthetic dlrm: models must be among {sorted(DLRM_TUNED)} (got {sorted(unknown)}), "
+                         f"users and tables_per_user >= 1")
+    names = list(mix)
+    p = np.array([mix[m] for m in names], dtype=float)
+    # each user's habits: CPU, memory and count factors, and which models they train
+    habits = [dict(cpu=rng.lognormal(*DLRM_CPU_OVER), mem=rng.lognormal(*DLRM_MEM_OVER),
+                   count=rng.uniform(*DLRM_COUNT_RANGE)) for _ in range(users)]
+    roles, models, user_of, table_of = [], [], [], []
+    for _ in range(jobs):
+        u = int(rng.integers(users))
+        m = str(rng.choice(names, p=p / p.sum()))
+        t = int(rng.integers(tables_per_user))
+        h = habits[u]
+        n_ps, c_ps, m_ps, n_w, c_w, m_w = DLRM_TUNED[m]
+        cpu_f, mem_f = max(h["cpu"], 1.0), h["mem"]
+        ps_cpu_f = rng.uniform(*DLRM_PS_CPU_SHORT[1]) if rng.random() < DLRM_PS_CPU_SHORT[0] else cpu_f
+        if rng.random() < DLRM_MEM_SHORT[0]:
+            mem_f = rng.uniform(*DLRM_MEM_SHORT[1])
+        ps = [max(1, round(n_ps * h["count"])), min(DLRM_POD_CORES, max(1.0, round(c_ps * ps_cpu_f))), m_ps * mem_f]
+        w = [max(1, round(n_w * h["count"])), min(DLRM_POD_CORES, max(1.0, round(c_w * cpu_f))), m_w * mem_f]
+        while ps[0] * ps[1] + w[0] * w[1] > job_cores:   # the per-job cap ([D] §6.1): fewer tasks
+            k = 0 if ps[0] * ps[1] >= w[0] * w[1] and ps[0] > 1 else 2
+            if k == 2 and w[0] == 1:
+                k = 0 if ps[0] > 1 else None
+            if k is None:
+                break
+            (ps if k == 0 else w)[0] -= 1
+        roles.append([_dlrm_role("ps", ps), _dlrm_role("worker", w)])
+        models.append(m)
+        user_of.append(f"user{u}")
+        table_of.append(f"user{u}/table{t}")
+    submit = arrivals(rng, jobs, **(arrival or {"process": "poisson", "rate_per_hour": 20.0}))
+    return {"submit": submit, "roles": roles, "duration": [None] * jobs, "iterations": [float(steps)] * jobs,
+            "model": models, "batch_size": [DLROVER_BATCH] * jobs, "user": user_of, "tenant": table_of}
+
+
+def _dlrm_role(name: str, r: list) -> Role:
+    count, cores, mem = int(r[0]), float(r[1]), round(float(r[2]), 3)
+    return Role(name, count, 0.0, cores, mem, min_count=1, max_count=max(count, DLRM_MAX_TASKS[name]))
+
+
 def _elastic(name: str, count: int, cores: float, mem: float) -> Role:
     return Role(name, count, 0.0, cores, mem, min_count=1, max_count=max(count, int(DLROVER_JOB_CORES // cores)))
 
@@ -218,7 +289,8 @@ def sidecar_arrivals(rng: np.random.Generator, n: int) -> np.ndarray:
     return t * (SIDECAR_WINDOW_S / t[-1]) if t[-1] > SIDECAR_WINDOW_S else t
 
 
-GENERATORS = {"philly": philly_jobs, "dlrover": dlrover_jobs, "optimus": optimus_jobs, "sidecar": sidecar_jobs}
+GENERATORS = {"philly": philly_jobs, "dlrover": dlrover_jobs, "dlrm": dlrm_jobs, "optimus": optimus_jobs,
+              "sidecar": sidecar_jobs}
 
 
 def generate(rng: np.random.Generator, generator: str | None = None, **params):
@@ -232,9 +304,11 @@ def generate(rng: np.random.Generator, generator: str | None = None, **params):
     jobs = Jobs(f"synthetic:{generator}")
     n = len(cols["submit"])
     iterations, batch_sizes = cols.get("iterations", [None] * n), cols.get("batch_size", [None] * n)
+    users, tenants = cols.get("user", [None] * n), cols.get("tenant", [None] * n)
     for i in range(n):
         with jobs.row(i + 1):
             jobs.add(f"{generator}-{i}", float(cols["submit"][i]), cols["roles"][i],
                      duration=None if cols["duration"][i] is None else float(cols["duration"][i]),
-                     iterations=iterations[i], model=cols["model"][i], batch_size=batch_sizes[i])
+                     iterations=iterations[i], model=cols["model"][i], batch_size=batch_sizes[i],
+                     user=users[i], tenant=tenants[i])
     return jobs.table()

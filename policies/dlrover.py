@@ -1,0 +1,512 @@
+"""DLRover-RM's three stages for PS/worker recommendation-model training (seeds 000 [D] and 002 [RM]).
+
+1. Warm start ([RM] §4.3, Algorithm 1): a new job starts at the exponential smoothing of the
+   configurations of its k most similar finished jobs in the job history (an SQLite file,
+   ``dlrover_history.py``); without history, at [D] §4.2's sampling configuration (one worker
+   and ``cold_ps`` PS of a whole pod each, the job's requested memory). The user's own
+   configuration is not used ([D] §6: jobs run "without user resource input").
+2. Auto-scaling ([RM] §4.3, Eqs. 7-14; ``dlrover_search.py``): every ``interval`` s, each job that
+   has trained at its configuration (at least ``opt_start_s`` s and ``opt_start_steps`` steps, [D]
+   §4.3) and whose last change is ``min_interval`` s old ([D] §6.1) gets its throughput model
+   refitted (NNLS) and candidate plans from NSGA-II; plans are taken greedily across jobs by
+   RE·WG (ρ = 2.5) within the free capacity. Every grant respects the per-pod (32 cores, [D]
+   §6.1) and per-job CPU caps (200 cores, [D] §6.1).
+3. Instability handling ([RM] §4.3, §5; [D] §4.2, §5.4), at every round:
+   - OOM prevention: memory a task is predicted to need by the end of the job (a linear fit of
+     its reported need against steps, [RM] §5.3) above its grant → grant the prediction plus a
+     margin (``mem_margin``, 20 % as DLRover's code). After an OOM: a worker's memory doubles; a
+     PS OOM doubles the PS count ([D] §4.2) or, with ``ps_oom: double_memory``, their memory.
+   - Hot PS / stragglers: the last throughput sample below ``slow_ratio`` × what the model fitted
+     on the earlier samples predicts at the same configuration means a slow task. PS CPU at or
+     above ``hot_util`` of its grant → a hot PS: the PSes are replaced by larger ones (CPU scaled
+     by predicted / measured, at most a pod; [D] §4.2 Adjust 2), by seamless migration.
+     Otherwise a worker straggler: dynamic data sharding gives it smaller shards (256 → 128 →
+     64 batches, [RM] §5.1) without a restart; its slow samples are kept out of the fit.
+   - Recovery: a job stopped by a failure or a node going down restarts at once, before any
+     other job, at its last configuration (its pods relaunched elsewhere; the overhead model
+     charges the checkpoint restore: flash checkpoint under ``overhead=dlrover_flash``).
+Jobs that are not PS/worker jobs start at their request when they fit and are left alone.
+docs/policies/dlrover.md lists every parameter, its source and the choices made.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+from typing import Annotated, Literal
+
+import numpy as np
+
+from clustersim.policies.base import Decision, JobView, Policy, View, register
+from clustersim.policies.dlrover_history import Config, History, Record, default_path, smooth
+from clustersim.policies.dlrover_search import Candidate, Costs, JobState, candidates, fit, greedy, predict, score
+from clustersim.policies.placement import PlacementName, merge, shrink, strategy
+from clustersim.simulator.cluster import EPS
+from clustersim.simulator.job import StopReason, Tasks, task_counts, task_demand
+from clustersim.simulator.params import Count, Fraction, NonNegative, Positive, PositiveCount, Range
+
+SHARD_BATCHES = (256, 128, 64)   # [RM] §5.1: shard sizes of dynamic data sharding
+DRAFT_PS_CPU = 16.0              # [D] §4.1: "s = 16 is a reasonable value" for a PS
+RESTART = (StopReason.FAILED, StopReason.NODE_DOWN)
+
+
+def is_ps_job(job: JobView) -> bool:
+    names = {r.name for r in job.roles}
+    return names == {"ps", "worker"}
+
+
+@dataclass
+class Track:
+    """What the policy remembers of one PS job."""
+
+    config: Config | None = None        # last configuration granted
+    last_change: float = -math.inf      # when it was granted
+    worker_cap: float = math.inf        # ŵ: CPU a worker was seen to use below its grant ([D] §4.1)
+    mem_seen: dict = field(default_factory=dict)   # role -> [(steps, GB all tasks need)]
+    usage: dict = field(default_factory=dict)      # role -> (cores, GB) per task, last report
+    rate: float = 0.0                   # last steady throughput measured at ``config``
+    shard: int = 0                      # index into SHARD_BATCHES (dynamic data sharding)
+    slow_after: float = math.inf        # samples from this time on are degraded (kept out of fits)
+    oom_roles: tuple = ()               # roles whose grant is doubled at the next start
+    start: Config | None = None         # the warm or cold start, worked out once
+    front: tuple = ()                   # the last round's candidate configurations (NSGA-II seeds)
+
+
+@register
+class DLRover(Policy):
+    name = "dlrover"
+    tags = frozenset({"elastic", "multi-resource", "ps"})
+    dynamic_sharding = True   # a straggler's shards shrink: it never holds the job's tail ([RM] §5.1)
+
+    def __init__(self, history: str | None = None, history_run: str = "default", k: PositiveCount = 5,
+                 mu: Annotated[float, Range(gt=0, lt=1)] = 0.5, min_similarity: Fraction = 0.5,
+                 cold_ps: PositiveCount = 1, interval: Positive = 180.0, min_interval: NonNegative = 60.0,
+                 opt_start_s: NonNegative = 60.0, opt_start_steps: NonNegative = 100.0,
+                 rho: float = 2.5, pop_size: PositiveCount = 40, generations: PositiveCount = 2, seed: Count = 0,
+                 job_cpu_cap: Positive = 200.0, pod_cpu: Positive = 32.0, job_steps: Positive = 200_000.0,
+                 worker_launch_s: NonNegative = 120.0, prepare_s: NonNegative = 300.0, pause_s: NonNegative = 180.0,
+                 price_cpu: Positive = 1.0, price_mem: NonNegative = 0.125, mem_margin: Fraction = 0.2,
+                 hot_util: Fraction = 0.9, slow_ratio: Fraction = 0.8,
+                 ps_oom: Literal["double_count", "double_memory"] = "double_count",
+                 placement: PlacementName = "spread"):
+        self.history_path = None if history is None else (default_path() if history == "cache" else history)
+        self.history_run = history_run
+        self.k, self.mu, self.min_similarity, self.cold_ps = k, mu, min_similarity, cold_ps
+        self.interval, self.min_interval = float(interval), float(min_interval)
+        self.opt_start_s, self.opt_start_steps = float(opt_start_s), float(opt_start_steps)
+        self.rho, self.pop_size, self.generations, self.seed = float(rho), pop_size, generations, seed
+        self.job_cpu_cap, self.pod_cpu, self.job_steps = float(job_cpu_cap), float(pod_cpu), float(job_steps)
+        self.costs = Costs(worker_launch_s, prepare_s, pause_s, price_cpu, price_mem)
+        self.mem_margin, self.hot_util, self.slow_ratio, self.ps_oom = mem_margin, hot_util, slow_ratio, ps_oom
+        self.placement = placement
+        self.place = strategy(placement)
+        self.history: History | None = None
+
+    # ------------------------------------------------------------------ lifecycle
+    def reset(self, view: View) -> None:
+        if self.history is not None:
+            self.history.close()
+        self.history = History(self.history_path, self.history_run)
+        self.place = strategy(self.placement, view.cluster.capacity)
+        cap = view.cluster.capacity
+        self.node_cpu = float(cap[:, 1].max()) if len(cap) else 0.0
+        self.node_mem = float(cap[:, 2].max()) if len(cap) else 0.0
+        self.queue: dict[str, JobView] = {}      # pending, in the order they get resources
+        self.tracks: dict[str, Track] = {}
+        self.order: dict[str, int] = {}
+        self.next_round = 0.0
+        self.warm_started = 0
+
+    def decide(self, view: View) -> Decision:
+        for job in view.finished:
+            self._remember(view.now, job)
+            self.queue.pop(job.job_id, None)
+            self.tracks.pop(job.job_id, None)
+        restarts = []
+        for job in view.stopped:
+            self._stopped(job)
+            if job.stop_reason in RESTART:
+                restarts.append(job)
+        for job in view.arrived:
+            self.order[job.job_id] = job.index
+            self.queue[job.job_id] = job
+            if is_ps_job(job):
+                self.tracks[job.job_id] = Track()
+        for job in view.stopped:
+            self.queue[job.job_id] = job
+        # recovery first ([RM] §5.2: relaunch and restore), then the others in arrival order
+        first = {j.job_id for j in restarts}
+        self.queue = dict(sorted(self.queue.items(), key=lambda kv: (kv[0] not in first, kv[1].submit_time,
+                                                                     kv[1].index)))
+        free = view.cluster.free_copy()
+        decision = Decision()
+        self._admit(view, free, decision)
+        if view.now >= self.next_round - 1e-9:
+            self.next_round = view.now + self.interval
+            self._round(view, free, decision)
+        if self.queue or decision.allocations or any(is_ps_job(j) for j in view.running.values()):
+            decision.wakeup = max(self.next_round - view.now, 1e-3)
+        return decision
+
+    # ------------------------------------------------------------------ stage 1: starting jobs
+    def initial_config(self, job: JobView) -> Config:
+        """Warm start from the history, else [D]'s sampling configuration (cold start)."""
+        recs = self.history.similar(job.model, job.tenant, job.user, self.k, self.min_similarity)
+        m = 1.0 + self.mem_margin
+        if recs:
+            self.warm_started += 1
+            # memory from what the jobs were seen to use ([D] §4.2), PS memory as a total
+            raw = [replace(r.config, worker_mem=r.worker_mem_used * m, ps_mem=r.ps_mem_used * r.config.ps * m)
+                   for r in recs]
+            cfg = smooth(raw, self.mu)
+            cfg = replace(cfg, ps_mem=cfg.ps_mem / cfg.ps)
+        else:
+            w, ps = _roles(job)
+            p = max(self.cold_ps, ps.min_count)
+            pod = self._pod()
+            cfg = Config(max(1, w.min_count), p, pod, pod, w.mem, ps.mem * ps.count / p)
+        return self._bounded(job, cfg)
+
+    def _pod(self) -> float:
+        return float(min(self.pod_cpu, self.node_cpu)) or 1.0
+
+    def _bounded(self, job: JobView, cfg: Config) -> Config:
+        """``cfg`` within the job's task bounds, the pod and node sizes and the job's CPU cap."""
+        w, ps = _roles(job)
+        pod = self._pod()
+        wc = float(min(max(round(cfg.worker_cpu), 1), pod))
+        pc = float(min(max(round(cfg.ps_cpu), 1), pod))
+        nw = min(max(cfg.workers, w.min_count), w.max_count)
+        np_ = min(max(cfg.ps, ps.min_count), ps.max_count)
+        while nw * wc + np_ * pc > self.job_cpu_cap + 1e-9:
+            if nw > w.min_count:
+                nw -= 1
+            elif np_ > ps.min_count:
+                np_ -= 1
+            elif wc > 1 or pc > 1:
+                wc, pc = max(1.0, wc - 1), max(1.0, pc - 1)
+            else:
+                break
+        ps_total = cfg.ps_mem * cfg.ps
+        wm = float(min(math.ceil(cfg.worker_mem), self.node_mem))
+        pm = float(min(math.ceil(ps_total / np_), self.node_mem))
+        return Config(nw, np_, wc, pc, wm, pm)
+
+    def _admit(self, view: View, free: np.ndarray, decision: Decision) -> None:
+        for jid, job in list(self.queue.items()):
+            if is_ps_job(job):
+                tr = self.tracks.setdefault(jid, Track())
+                if tr.config is None and tr.start is None:
+                    tr.start = self.initial_config(job)
+                cfg = tr.config if tr.config is not None else tr.start
+                cfg = self._after_oom(job, tr, cfg)   # kept even if it does not fit yet
+                if tr.config is not None:
+                    tr.config = cfg
+                else:
+                    tr.start = cfg
+                alloc = self._place(free, job, cfg)
+                if alloc is None:   # does not fit now: the owner's request (which fits the empty cluster), else wait
+                    cfg = _requested(job)
+                    alloc = self._place(free, job, cfg)
+                if alloc is None:
+                    continue
+                tr.config, tr.last_change = cfg, view.now
+                decision.allocations[jid] = alloc
+            else:
+                alloc = self.place(free, job.roles, job.requested_counts())
+                if alloc is None:
+                    continue
+                decision.allocations[jid] = alloc
+            del self.queue[jid]
+
+    # ------------------------------------------------------------------ placing a configuration
+    def _place(self, free: np.ndarray, job: JobView, cfg: Config) -> dict | None:
+        """An allocation of ``cfg`` (tasks kept where they are when they can be), deducted from
+        ``free``; None (``free`` untouched) when the nodes cannot hold it."""
+        trial = free.copy()
+        current = job.allocation
+        for role in job.roles:   # plan as if the job gave back what it holds
+            tasks = current.get(role.name, {})
+            d = np.asarray(task_demand(role, tasks))
+            for node, c in tasks.items():
+                trial[node] += c * d
+        grants = {"worker": (cfg.workers, cfg.worker_cpu, cfg.worker_mem), "ps": (cfg.ps, cfg.ps_cpu, cfg.ps_mem)}
+        out = {}
+        for role in job.roles:
+            n, cpu, mem = grants[role.name]
+            spec = replace(role, cpu=cpu, mem=mem)
+            d = np.asarray(spec.demand)
+            old = dict(current.get(role.name, {}))
+            keep = shrink({role.name: old}, {role.name: n}).get(role.name, {}) if old else {}
+            if any((trial[node] < c * d - EPS).any() for node, c in keep.items()):
+                keep = {}
+            for node, c in keep.items():
+                trial[node] -= c * d
+            extra = n - sum(keep.values())
+            placed = {}
+            if extra > 0:
+                got = self.place(trial, [spec], {role.name: extra})
+                if got is None:
+                    return None
+                placed = got[role.name]
+            out[role.name] = Tasks(merge({0: keep}, {0: placed})[0], cpu=cpu, mem=mem)
+        free[:] = trial
+        return out
+
+    # ------------------------------------------------------------------ stages 2 and 3
+    def _round(self, view: View, free: np.ndarray, decision: Decision) -> None:
+        plans: list[JobState] = []
+        jobs: dict[int, JobView] = {}
+        for jid, job in view.running.items():
+            tr = self.tracks.get(jid)
+            if tr is None or jid in decision.allocations or tr.config is None or job.reconfiguring:
+                continue
+            self._observe(view, job, tr)
+            if self._stage3(view, job, tr, free, decision) or tr.slow_after < math.inf:
+                continue   # reconfigured, or a slow task: stage 2 plans interference-free jobs ([RM] §4.3)
+            state = self._plan_state(view, job, tr)
+            if state is not None:
+                plans.append(state)
+                jobs[state.key] = job
+        if not plans:
+            return
+        cpu_free = float(free[:, 1].sum())
+        cands: list[Candidate] = []
+        for st in plans:
+            tr = self.tracks[jobs[st.key].job_id]
+            found = candidates(st, self.costs, self.pop_size, self.generations, self.seed * 1_000_003 + st.key,
+                               cpu_free, (*self._draft_plan(jobs[st.key], tr), *tr.front))
+            tr.front = tuple(c.config for c in found)
+            cands.extend(replace(c, score=score(c, st.remaining, self.rho)) for c in found)
+        totals = np.array([cpu_free, float(free[:, 2].sum())])
+
+        def take(c: Candidate) -> bool:
+            job = jobs[c.key]
+            alloc = self._place(free, job, c.config)
+            if alloc is None:
+                return False
+            decision.allocations[job.job_id] = alloc
+            tr = self.tracks[job.job_id]
+            tr.config, tr.last_change = c.config, view.now
+            return True
+
+        greedy(cands, totals, take)
+
+    def _draft_plan(self, job: JobView, tr: Track) -> tuple:
+        """[D] §4.1's closed form from the measured per-task use (Eqs. 10-11): ``N_w = C/(ŵ+ŝ)``
+        workers of ``ceil(ŵ)`` cores, PSes of 16 cores sharing ``C - N_w·ŵ`` -- a seed of the
+        search, as the draft's Optimize step follows its Sampling step."""
+        cfg, use = tr.config, tr.usage
+        if "worker" not in use or "ps" not in use:
+            return ()
+        w_hat = max(use["worker"][0], 1e-9)
+        s_hat = use["ps"][0] * cfg.ps / cfg.workers       # PS CPU used per worker
+        n_w = int(self.job_cpu_cap // (w_hat + s_hat))
+        ps_cpu = min(DRAFT_PS_CPU, self._pod())
+        n_ps = int((self.job_cpu_cap - n_w * math.ceil(w_hat)) // ps_cpu)
+        if n_w < 1 or n_ps < 1:
+            return ()
+        return (self._bounded(job, Config(n_w, n_ps, math.ceil(w_hat), ps_cpu, cfg.worker_mem, cfg.ps_mem * cfg.ps / n_ps)),)
+
+    def _observe(self, view: View, job: JobView, tr: Track) -> None:
+        """Usage reports: ŵ and the memory each role needs, against steps done."""
+        use = job.usage()
+        tr.usage = use
+        cfg = tr.config
+        u_w = use.get("worker", (cfg.worker_cpu, cfg.worker_mem))[0]
+        if u_w < cfg.worker_cpu - 1e-9:
+            tr.worker_cap = u_w
+        done = job.iterations_done
+        for role, n in task_counts(job.allocation).items():
+            if role in use:
+                seen = tr.mem_seen.setdefault(role, [])
+                seen.append((done, use[role][1] * n))
+                del seen[:-8]
+
+    def _samples(self, job: JobView, tr: Track, healthy_only: bool = True) -> list:
+        out = []
+        for s in job.throughput_samples:
+            if healthy_only and s.start >= tr.slow_after:
+                continue
+            out.append((_x(job, s.allocation), s.rate))
+        return out
+
+    def _plan_state(self, view: View, job: JobView, tr: Track) -> JobState | None:
+        cfg = tr.config
+        done = job.iterations_done
+        if cfg.worker_cpu <= 0 or cfg.ps_cpu <= 0:   # a request without CPU: nothing to model
+            return None
+        if view.now - tr.last_change < max(self.min_interval, self.opt_start_s) - 1e-9:
+            return None
+        samples = self._samples(job, tr)
+        here = _x_cfg(cfg)
+        if not any(x == here for x, _ in samples) or done < self.opt_start_steps:
+            return None
+        model = fit(samples, tr.worker_cap)
+        w, ps = _roles(job)
+        # PS memory as a total that the PSes share ([RM] §5.3): what they report needing plus the
+        # margin, else what they are granted
+        if _reported(tr, "ps"):
+            ps_total = tr.usage["ps"][1] * cfg.ps * (1.0 + self.mem_margin)
+        else:
+            ps_total = cfg.ps_mem * cfg.ps
+        # a worker's memory: what the workers use plus the margin ([D] §4.2), else its grant
+        w_mem = cfg.worker_mem
+        if _reported(tr, "worker"):
+            w_mem = float(min(math.ceil(tr.usage["worker"][1] * (1.0 + self.mem_margin)), self.node_mem))
+        pod = self._pod()
+        bounds = (w.min_count, w.max_count, ps.min_count, ps.max_count, 1, int(pod))
+        return JobState(self.order[job.job_id], model, cfg, max(self.job_steps - done, 1.0), bounds,
+                        self.job_cpu_cap, min(ps_total, self.node_mem * cfg.ps), w_mem)
+
+    def _stage3(self, view: View, job: JobView, tr: Track, free: np.ndarray, decision: Decision) -> bool:
+        """The instability reactions; True when the job was reconfigured."""
+        new = self._oom_prevention(job, tr)
+        if new is None and view.now - tr.last_change >= self.min_interval - 1e-9:
+            new = self._slow_task(job, tr)
+        if new is None or new == tr.config:
+            return False
+        alloc = self._place(free, job, new)
+        if alloc is None:
+            return False
+        decision.allocations[job.job_id] = alloc
+        tr.config, tr.last_change = new, view.now
+        return True
+
+    def _oom_prevention(self, job: JobView, tr: Track) -> Config | None:
+        """Grant each role the memory it is predicted to need by the job's end, plus the margin,
+        when that exceeds its grant ([RM] §5.3; [D] §4.2)."""
+        cfg = tr.config
+        remaining = max(self.job_steps - job.iterations_done, 0.0)
+        grants = {"worker": (cfg.workers, cfg.worker_mem), "ps": (cfg.ps, cfg.ps_mem)}
+        out = cfg
+        for role, (n, grant) in grants.items():
+            if not _reported(tr, role):
+                continue
+            need = _extrapolate(tr.mem_seen.get(role, []), remaining) / n
+            if need > grant + 1e-9:
+                mem = float(min(math.ceil(need * (1.0 + self.mem_margin)), self.node_mem))
+                out = replace(out, **{f"{role}_mem": mem})
+        return None if out == cfg else out
+
+    def _slow_task(self, job: JobView, tr: Track) -> Config | None:
+        """Hot PS → larger PSes; worker straggler → smaller shards ([D] §4.2, §5.4; [RM] §5.1)."""
+        samples = job.throughput_samples
+        if len(samples) < 2 or tr.config.worker_cpu <= 0 or tr.config.ps_cpu <= 0:
+            return None
+        last = samples[-1]
+        if _x(job, last.allocation) != _x_cfg(tr.config) or last.start < tr.last_change:
+            return None
+        earlier = [(_x(job, s.allocation), s.rate) for s in samples[:-1] if s.start < tr.slow_after]
+        if not earlier:
+            return None
+        model = fit(earlier, tr.worker_cap)
+        cfg = tr.config
+        expected = float(predict(model, cfg.workers, cfg.ps, cfg.worker_cpu, cfg.ps_cpu))
+        if last.rate >= self.slow_ratio * expected:
+            if tr.slow_after <= last.start:   # recovered: full shards again
+                tr.slow_after, tr.shard = math.inf, 0
+            return None
+        tr.slow_after = min(tr.slow_after, last.start)
+        ps_use = tr.usage.get("ps", (0.0, 0.0))[0]
+        if ps_use >= self.hot_util * cfg.ps_cpu - 1e-9:   # hot PS: replace by larger PSes
+            cpu = float(min(math.ceil(cfg.ps_cpu * expected / last.rate), self._pod()))
+            bigger = replace(cfg, ps_cpu=cpu)
+            if bigger.cpu > self.job_cpu_cap + 1e-9 or cpu <= cfg.ps_cpu:
+                return None
+            return bigger
+        tr.shard = min(tr.shard + 1, len(SHARD_BATCHES) - 1)   # worker straggler: smaller shards
+        return None
+
+    def shard_batches(self, job_id: str) -> int:
+        """Batches per data shard the job's stragglers get now (dynamic data sharding)."""
+        tr = self.tracks.get(job_id)
+        return SHARD_BATCHES[tr.shard if tr else 0]
+
+    # ------------------------------------------------------------------ stops and finishes
+    def _stopped(self, job: JobView) -> None:
+        tr = self.tracks.get(job.job_id)
+        if tr is not None and job.stop_reason is StopReason.OOM:
+            over = [r for r, (_, mem) in tr.usage.items() if tr.config and mem > _grant(tr.config, r) + 1e-9]
+            tr.oom_roles = tuple(over) or ("worker", "ps")
+
+    def _after_oom(self, job: JobView, tr: Track, cfg: Config) -> Config:
+        """[D] §4.2: a worker that ran out of memory restarts with double; a PS OOM doubles the
+        PS count (more PSes share the model) or, with ``ps_oom: double_memory``, their memory."""
+        if not tr.oom_roles:
+            return cfg
+        roles, tr.oom_roles = tr.oom_roles, ()
+        w, ps = _roles(job)
+        if "worker" in roles:
+            cfg = replace(cfg, worker_mem=min(cfg.worker_mem * 2, self.node_mem))
+        if "ps" in roles:
+            if self.ps_oom == "double_count" and cfg.ps * 2 <= ps.max_count \
+                    and cfg.cpu + cfg.ps * cfg.ps_cpu <= self.job_cpu_cap + 1e-9:
+                cfg = replace(cfg, ps=cfg.ps * 2, ps_mem=cfg.ps_mem)   # per-PS grant kept: the total doubles
+            else:
+                cfg = replace(cfg, ps_mem=min(cfg.ps_mem * 2, self.node_mem))
+        return cfg
+
+    def _remember(self, now: float, job: JobView) -> None:
+        """A finished PS job goes into the history with its final configuration."""
+        tr = self.tracks.get(job.job_id)
+        if tr is None or tr.config is None:
+            return
+        here = _x_cfg(tr.config)
+        rates = [s.rate for s in job.throughput_samples if _x(job, s.allocation) == here and s.start < tr.slow_after]
+        if not rates:
+            return
+        cfg = tr.config
+        uw = tr.usage.get("worker", (cfg.worker_cpu, cfg.worker_mem))
+        up = tr.usage.get("ps", (cfg.ps_cpu, cfg.ps_mem))
+        self.history.add(Record(self.history_run, job.job_id, job.model, job.tenant, job.user, now, cfg,
+                                float(np.mean(rates)), uw[0], up[0], uw[1], up[1]))
+
+
+# ---------------------------------------------------------------------------- helpers
+def _roles(job: JobView):
+    by = {r.name: r for r in job.roles}
+    return by["worker"], by["ps"]
+
+
+def _requested(job: JobView) -> Config:
+    w, ps = _roles(job)
+    return Config(w.count, ps.count, w.cpu, ps.cpu, w.mem, ps.mem)
+
+
+def _x(job: JobView, alloc) -> tuple:
+    """(w, p, λw, λp) of an allocation: counts and each role's per-task CPU."""
+    counts = task_counts(alloc)
+    w, ps = _roles(job)
+    return (counts.get("worker", 0), counts.get("ps", 0), float(task_demand(w, alloc.get("worker", {}))[1]),
+            float(task_demand(ps, alloc.get("ps", {}))[1]))
+
+
+def _x_cfg(cfg: Config) -> tuple:
+    return (cfg.workers, cfg.ps, float(cfg.worker_cpu), float(cfg.ps_cpu))
+
+
+def _grant(cfg: Config, role: str) -> float:
+    return cfg.worker_mem if role == "worker" else cfg.ps_mem
+
+
+def _reported(tr: Track, role: str) -> bool:
+    """Whether the job reports its own memory need for ``role``: a report equal to the grant is
+    what a job without a usage model reports (the grant itself), which says nothing."""
+    use = tr.usage.get(role)
+    return use is not None and tr.config is not None and abs(use[1] - _grant(tr.config, role)) > 1e-9
+
+
+def _extrapolate(seen: list, remaining: float) -> float:
+    """The GB a role will need after ``remaining`` more steps: a least-squares line through its
+    reports against steps done ([RM] §5.3: embedding memory grows with the samples consumed)."""
+    if not seen:
+        return 0.0
+    if len(seen) < 2:
+        return seen[-1][1]
+    x = np.array([s for s, _ in seen])
+    y = np.array([m for _, m in seen])
+    if np.ptp(x) <= 0:
+        return float(y[-1])
+    slope = max(float(np.polyfit(x, y, 1)[0]), 0.0)
+    return float(y[-1] + slope * remaining)
