@@ -188,7 +188,7 @@ def main(argv: list[str]) -> None:
             print(k, json.dumps({x: v[x] for x in ("jct_median", "worker_cpu_util", "ps_cpu_util", "rescales")}))
         return
     root, extra = argv[0], argv[1:]
-    res = compare(["dlrover", "es", "drf", "manual"], ["+experiment=dlrover_cluster", *extra], root)
+    res = compare(["dlrover", "es", "optimus", "drf", "manual"], ["+experiment=dlrover_cluster", *extra], root)
     for v in res.values():
         v.pop("throughput")
     print(json.dumps({**res, "dlrover_vs_manual": relative(res["dlrover"], res["manual"])}, indent=1))

@@ -341,7 +341,10 @@ class FaultModel:
     # ------------------------------------------------------------------ effects
     def _straggler_effect(self, st: JobState, alloc, role: str, factor: float) -> float:
         async_ps = any(r.name == "ps" for r in st.spec.roles) and not (self.straggler and self.straggler.ps_sync)
-        if async_ps and role != "ps":   # one slow worker of n: the others go on at full speed
+        # dynamic data sharding (DLRover-RM §5.1; a policy declaring ``dynamic_sharding``): the fast
+        # workers take the slow one's shards, so it never holds the job back, as under async training
+        sharded = getattr(self.engine.policy, "dynamic_sharding", False)
+        if (async_ps or sharded) and role != "ps":   # one slow worker of n: the others go on at full speed
             n = max(_count(alloc, role), 1)
             return (n - 1 + 1.0 / factor) / n
         return 1.0 / factor
