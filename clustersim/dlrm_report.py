@@ -36,14 +36,7 @@ class UsageProbe:
         self.area = {(r, k): [0.0, 0.0] for r in ROLES for k in ("cpu", "mem")}   # [used, granted] x seconds
         self.last_t, self.last = None, {}
         self.stops: Counter = Counter()
-        rec = engine.recorder
-        sample = rec.sample
-
-        def probed(now, running, pending):
-            sample(now, running, pending)
-            self._sample(now)
-
-        rec.sample = probed
+        engine.recorder.watch(self._sample)
         stop = engine._stop
 
         def counted(st, change, reason, released=False):

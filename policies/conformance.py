@@ -410,14 +410,7 @@ class _Harness:
     # --- the engine's state after every decision
     def install(self, engine: Engine) -> None:
         self.engine = engine
-        rec = engine.recorder
-        sample = rec.sample
-
-        def checked(now, running, pending):
-            sample(now, running, pending)
-            self.after_decision(now)
-
-        rec.sample = checked
+        engine.recorder.watch(self.after_decision)
 
     def after_decision(self, now: float) -> None:
         eng = self.engine

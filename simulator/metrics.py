@@ -36,6 +36,7 @@ class Recorder:
         self._nodes: dict[str, list] = {"time": [], "node": [], "up": []}
         self.states: list[JobState] = []
         self.unfinished: list[dict] = []
+        self.watchers: list = []
         self.end_time = 0.0
         self._seg: dict = {}        # job -> (since, {gpu type: GPUs held}) of its current allocation
         self._by_type: dict = {}    # job -> {gpu type: GPU-seconds} of its past allocations
@@ -45,11 +46,18 @@ class Recorder:
         used = tuple(self.cluster.used)
         if self._t and self._t[-1] == now:
             self._used[-1], self._running[-1], self._pending[-1] = used, running, pending
-            return
-        self._t.append(now)
-        self._used.append(used)
-        self._running.append(running)
-        self._pending.append(pending)
+        else:
+            self._t.append(now)
+            self._used.append(used)
+            self._running.append(running)
+            self._pending.append(pending)
+        for fn in self.watchers:
+            fn(now)
+
+    def watch(self, fn) -> None:
+        """Call ``fn(now)`` after every timeline sample (every decision and release): a hook for
+        tools that inspect the engine's state as it runs (the conformance suite, reports)."""
+        self.watchers.append(fn)
 
     def event(self, now: float, st: JobState, kind: str, lost: float, gpus_before: float | None = None) -> None:
         e = self._events
