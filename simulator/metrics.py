@@ -475,28 +475,31 @@ def efficiency(rec: Recorder, start: float, end: float) -> dict:
             nodes = max(1, int(np.ceil(k * role.gpu / per_node)))
             per, extra = divmod(k, nodes)
             return speed.rate(spec, {role.name: {i: per + (i < extra) for i in range(nodes) if per + (i < extra)}})
-        if job_id not in best:
+        # jobs of one profile, batch and request share their speeds (a profile-less job has its own)
+        key = (spec.profile, spec.batch_size, spec.roles, n) if spec.profile else (job_id, n)
+        if key not in best:
             top = max(role.max_count, role.count, n)
-            best[job_id] = (max(rate(k) / k for k in range(1, top + 1)), rate)
-        t_best, rate = best[job_id]
-        return rate(n) / (n * t_best) if t_best > 0 and n > 0 else None
+            t_best = max(rate(k) / k for k in range(1, top + 1))
+            best[key] = rate(n) / (n * t_best) if t_best > 0 and n > 0 else None
+        return best[key]
 
-    held: dict[str, float] = {}
-    busy_area = eff_area = gpu_area = 0.0
+    # busy GPUs and efficiency-weighted GPUs change only at events: keep their sums as jobs change
+    held: dict[str, tuple[float, float]] = {}   # job -> (GPUs, efficiency x GPUs) it counts with
+    busy = weighted = busy_area = eff_area = 0.0
     t_prev = start
     for t, job_id, g in sorted(zip(ev["time"], ev["job_id"], ev["gpus_after"]), key=lambda x: x[0]):
         t = min(max(t, start), end)
         if t > t_prev:
-            for j, gpus in held.items():
-                e = eff(j, gpus)
-                if e is not None:
-                    busy_area += gpus * (t - t_prev)
-                    eff_area += e * gpus * (t - t_prev)
+            busy_area += busy * (t - t_prev)
+            eff_area += weighted * (t - t_prev)
             t_prev = t
-        if g > 0:
-            held[job_id] = g
-        else:
-            held.pop(job_id, None)
+        old = held.pop(job_id, None)
+        if old is not None:
+            busy, weighted = busy - old[0], weighted - old[1]
+        e = eff(job_id, g) if g > 0 else None
+        if e is not None:
+            held[job_id] = (g, e * g)
+            busy, weighted = busy + g, weighted + e * g
     gpu_area = float(rec.cluster.total[0]) * (end - start)
     out["gpu_efficiency_mean"] = eff_area / busy_area if busy_area > 0 else None
     out["cluster_efficiency_mean"] = eff_area / gpu_area if gpu_area > 0 else None
