@@ -378,30 +378,25 @@ class _Harness:
         self._progress: dict[str, float] = {}
         self._failures: dict[str, int] = {}   # a failure takes progress back to a checkpoint
 
-    def reset(self, view) -> None:
+    def _guarded(self, call: str, view, when: str):
+        """``inner.<call>(view)``: its own exceptions reported as such, and the view unchanged."""
         before = _snapshot(view)
         try:
-            self.inner.reset(view)
+            out = getattr(self.inner, call)(view)
         except (OracleError, _Violation):
             raise
         except Exception as e:
-            raise _Raised(e, "reset") from e
+            raise _Raised(e, call) from e
         after = _snapshot(view)
         if before != after:
-            raise _Violation("views unchanged", f"reset changed what it was given: {_diff(before, after)}")
+            raise _Violation("views unchanged", f"{call}{when} changed what it was given: {_diff(before, after)}")
+        return out
+
+    def reset(self, view) -> None:
+        self._guarded("reset", view, "")
 
     def decide(self, view) -> Decision:
-        before = _snapshot(view)
-        try:
-            decision = self.inner.decide(view)
-        except (OracleError, _Violation):
-            raise
-        except Exception as e:
-            raise _Raised(e, "decide") from e
-        after = _snapshot(view)
-        if before != after:
-            raise _Violation("views unchanged", f"decide at t={view.now:g} s changed what it was given: "
-                                                f"{_diff(before, after)}")
+        decision = self._guarded("decide", view, f" at t={view.now:g} s")
         if isinstance(decision, Decision):
             self.log.append((view.now, tuple((k, _canon_alloc(v)) for k, v in decision.allocations.items()),
                              decision.wakeup))

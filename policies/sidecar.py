@@ -41,6 +41,7 @@ from clustersim.policies.base import Decision, JobView, Policy, View, register
 from clustersim.policies.placement import first_fit
 from clustersim.simulator.cluster import EPS, tasks_per_node
 from clustersim.simulator.job import nodes_of, task_counts
+from clustersim.simulator.overhead import PodRestart, SidecarRestart   # the §II-C costs, cited there
 from clustersim.simulator.params import NonNegative, Positive, PositiveCount
 
 INF = float("inf")
@@ -159,9 +160,12 @@ class SideCar(_Base):
 
     def __init__(self, gpu_options: list[PositiveCount] = (1, 2, 4, 8),
                  iteration_time_factor: dict[str, Positive] | None = None,
-                 container_init_s: NonNegative = 83.0, process_restart_base_s: NonNegative = 17.0,
-                 process_restart_per_gpu_s: NonNegative = 5.0, pod_kill_s: NonNegative = 30.0,
-                 pod_start_base_s: NonNegative = 136.0, pod_start_per_gpu_s: NonNegative = 19.0,
+                 container_init_s: NonNegative = 83.0,
+                 process_restart_base_s: NonNegative = SidecarRestart.sidecar_base_s,
+                 process_restart_per_gpu_s: NonNegative = SidecarRestart.sidecar_per_gpu_s,
+                 pod_kill_s: NonNegative = PodRestart.pod_kill_s,
+                 pod_start_base_s: NonNegative = PodRestart.pod_start_base_s,
+                 pod_start_per_gpu_s: NonNegative = PodRestart.pod_start_per_gpu_s,
                  cross_host: bool = True, reshape_up: bool = True, reshape_down: bool = True,
                  tick_s: Positive | None = 60.0):
         super().__init__(gpu_options, iteration_time_factor)
@@ -356,8 +360,9 @@ class SideCarTermination(_Base):
 
     def __init__(self, gpu_options: list[PositiveCount] = (1, 2, 4, 8),
                  iteration_time_factor: dict[str, Positive] | None = None, count_restart: bool = False,
-                 pod_kill_s: NonNegative = 30.0, pod_start_base_s: NonNegative = 136.0,
-                 pod_start_per_gpu_s: NonNegative = 19.0, tick_s: Positive | None = 60.0):
+                 pod_kill_s: NonNegative = PodRestart.pod_kill_s,
+                 pod_start_base_s: NonNegative = PodRestart.pod_start_base_s,
+                 pod_start_per_gpu_s: NonNegative = PodRestart.pod_start_per_gpu_s, tick_s: Positive | None = 60.0):
         super().__init__(gpu_options, iteration_time_factor)
         self.tick_s = tick_s
         self.count_restart = count_restart

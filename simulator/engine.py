@@ -428,9 +428,10 @@ class Engine:
         st.gpus += entry[1]
         self._at(seconds, partial(self._linger_end, st, entry))
 
-    def _release_all(self, st: JobState) -> None:
-        """A finished or stopped job gives back everything, lingering tasks too."""
-        if st.allocation:
+    def _release_all(self, st: JobState, allocation: bool = True) -> None:
+        """A finished or stopped job gives back everything, lingering tasks too (its allocation
+        only if the caller has not released it already)."""
+        if allocation and st.allocation:
             self.cluster.release(st.spec, st.allocation)
         for alloc, _ in self._lingering.pop(st.spec.job_id, ()):
             self.cluster.release(st.spec, alloc)
@@ -491,10 +492,7 @@ class Engine:
         from a checkpoint; the resume cost is charged then)."""
         now = self.env.now
         st.advance(now)
-        if not released:
-            self.cluster.release(st.spec, st.allocation)
-        for alloc, _ in self._lingering.pop(st.spec.job_id, ()):
-            self.cluster.release(st.spec, alloc)
+        self._release_all(st, allocation=not released)
         old_gpus = st.gpus
         self._refund(st)
         self._hold_nothing(st)
