@@ -27,7 +27,7 @@ from clustersim.simulator.errors import PolicyError
 from clustersim.simulator.job import (EMPTY, Allocation, Failure, JobSpec, JobState, Status, StopReason, Tasks,
                                       alloc_gpus, nodes_of, task_counts)
 from clustersim.simulator.metrics import Recorder
-from clustersim.simulator.overhead import STOPS, Change, ConstantOverhead, OverheadModel, Transition
+from clustersim.simulator.overhead import FREE, STOPS, Change, ConstantOverhead, OverheadModel, Transition
 from clustersim.simulator.params import NonNegative, PositiveCount, Range
 from clustersim.simulator.rng import component_rng
 from clustersim.simulator.speed import LinearSpeed, SpeedModel
@@ -388,7 +388,7 @@ class Engine:
             new = self._validated(st.spec, alloc)
             if new != st.allocation:
                 change = _classify(st, new)
-                tr = FREE_STOP if change in STOPS else self.overhead.transition(st.spec, change, st.allocation, new)
+                tr = FREE if change in STOPS else self.overhead.transition(st.spec, change, st.allocation, new)
                 changes.append((st, new, change, tr))
         for st, _, _, _ in changes:
             if st.allocation:
@@ -651,9 +651,6 @@ class Engine:
             return f"never started: {self._who} never placed it ({need})"
         return (f"stopped ({st.stop_reason.value if st.stop_reason else 'stopped'}) and never resumed by "
                 f"{self._who}")
-
-
-FREE_STOP = Transition()
 
 
 def _after(tr: Transition, wait: float) -> Transition:

@@ -23,8 +23,7 @@ from typing import TYPE_CHECKING, Mapping, NamedTuple
 import numpy as np
 
 from clustersim.simulator.errors import OracleError, PolicyError  # noqa: F401  (part of the contract)
-from clustersim.simulator.job import (EMPTY, Allocation, JobSpec, JobState, RoleSpec, Status, StopReason,
-                                      task_counts, task_demand)
+from clustersim.simulator.job import Allocation, JobSpec, JobState, RoleSpec, Status, StopReason, task_demand
 
 if TYPE_CHECKING:
     from clustersim.simulator.cluster import Cluster
@@ -370,7 +369,3 @@ class View:
 def read_only(d: dict) -> Mapping:
     return MappingProxyType(d)
 
-
-# allocations the engine stores: counts per role, for classifying changes
-__all__ = ["Decision", "View", "JobView", "ClusterView", "Observer", "Profiled", "ThroughputSample",
-           "OracleError", "PolicyError", "read_only", "EMPTY", "task_counts"]
