@@ -14,8 +14,10 @@ import os
 import platform
 import shutil
 import socket
+import sys
 import tempfile
 import time
+import traceback
 from contextlib import contextmanager
 from datetime import timedelta
 
@@ -54,7 +56,30 @@ def start_pool(fn, args: tuple, nprocs: int, kind: str, method: str = "auto") ->
         method = "fork" if kind == "cpu" and "fork" in mp.get_all_start_methods() else "spawn"
     if method not in ("fork", "spawn", "forkserver"):
         raise ValueError(f"start_method must be auto, fork, spawn or forkserver, got {method!r}")
-    mp.start_processes(fn, args=args, nprocs=nprocs, join=True, start_method=method)
+    mp.start_processes(_pool_task, args=(fn, *args), nprocs=nprocs, join=True, start_method=method)
+
+
+def exit_after(fn, *args) -> None:
+    """Run one task, then leave the process at once: exit code 0, or 1 with the traceback printed.
+
+    A task hands its result over before it returns (the driver's store, a file). Skipping the
+    interpreter's teardown keeps torch's distributed threads from aborting it (SIGABRT,
+    "terminate called without an active exception") after a measurement that succeeded.
+    """
+    code = 0
+    try:
+        fn(*args)
+    except BaseException:
+        traceback.print_exc()
+        code = 1
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+
+
+def _pool_task(rank: int, fn, *args) -> None:
+    exit_after(fn, rank, *args)
 
 
 def local_device(kind: str, rank: int) -> torch.device:

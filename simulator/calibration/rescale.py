@@ -91,9 +91,11 @@ class _Driver:
 
     def launch(self, fn, *args, fresh: bool = True) -> float:
         """Start ``fn(*args, store_port, cfg)``; ``fresh``: a spawned Python (its start is measured)."""
+        from clustersim.simulator.calibration.launch import exit_after
+
         t = time.time()
-        proc = (self.fresh if fresh else self.first).Process(target=fn, args=(*args, self.store_port, self.cfg),
-                                                             daemon=True)
+        proc = (self.fresh if fresh else self.first).Process(target=exit_after, daemon=True,
+                                                             args=(fn, *args, self.store_port, self.cfg))
         proc.start()
         self.procs.append(proc)
         return t

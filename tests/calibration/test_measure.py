@@ -5,7 +5,6 @@ points, fits and profile. Skipped when torch is absent (pip install "clustersim[
 """
 
 import json
-import sys
 import time
 
 import pytest
