@@ -13,20 +13,29 @@ from __future__ import annotations
 
 import sys
 
-import hydra
-from hydra.core.hydra_config import HydraConfig
-from hydra.types import RunMode
-from omegaconf import DictConfig, open_dict
-
-import clustersim.sweep  # noqa: F401  (registers ${run_name:...} for the run directories)
-from clustersim.experiment import GROUPS, is_complete, mark_failed, remove_leftovers, report, run
-from clustersim.simulator.errors import ConfigError, PolicyError, TraceError, UnfinishedJobsError
-
-USER_ERRORS = (ConfigError, TraceError, PolicyError, UnfinishedJobsError)
+# Start-up: this module imports nothing heavy, so that `clustersim --help` answers at once;
+# Hydra, the simulator and its numeric libraries load inside main (tests/test_startup.py).
 
 
-@hydra.main(version_base=None, config_path="pkg://clustersim.configs", config_name="config")
-def main(cfg: DictConfig) -> None:
+def main() -> None:
+    """Hydra composes configs/config.yaml with the command line and runs ``_run`` (once, or per
+    run of a sweep)."""
+    import hydra
+
+    import clustersim.sweep  # noqa: F401  (registers ${run_name:...} for the run directories)
+
+    hydra.main(version_base=None, config_path="pkg://clustersim.configs", config_name="config")(_run)()
+
+
+def _run(cfg) -> None:
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.types import RunMode
+    from omegaconf import open_dict
+
+    from clustersim.experiment import is_complete, mark_failed, remove_leftovers, report, run
+    from clustersim.simulator.errors import ConfigError, PolicyError, TraceError, UnfinishedJobsError
+
+    _pyarrow_skips_pandas()
     hc = HydraConfig.get()
     run_dir, overrides = hc.runtime.output_dir, list(hc.overrides.task)
     sweep = hc.mode == RunMode.MULTIRUN
@@ -39,7 +48,7 @@ def main(cfg: DictConfig) -> None:
             print(f"clustersim: {run_dir} already holds this run, complete: skipped", flush=True)
             return
         summary, _ = run(cfg, run_dir, overrides)
-    except USER_ERRORS as e:
+    except (ConfigError, TraceError, PolicyError, UnfinishedJobsError) as e:   # errors a user can fix
         if isinstance(e, UnfinishedJobsError):
             if e.summary is not None:
                 print(report(cfg, e.summary, run_dir), flush=True)
@@ -55,15 +64,60 @@ def main(cfg: DictConfig) -> None:
     print(report(cfg, summary, run_dir), flush=True)
 
 
-def choices() -> dict[str, list[tuple[str, str]]]:
+def _pyarrow_skips_pandas() -> None:
+    """pyarrow imports pandas (~0.3 s) on its first conversion of Python objects (``pa.array``)
+    only to ask whether they are pandas objects, and a run hands it none. That one probe is made
+    here with pandas hidden: pyarrow records "no pandas" and does not ask again. For the command's
+    own process only (it would no longer recognise a DataFrame passed to ``pa.table``); code
+    that imports pandas itself, or calls ``to_pandas``, still gets it."""
+    if "pandas" in sys.modules:
+        return
+    import pyarrow as pa
+
+    class _Hidden:   # a finder that answers `import pandas` with ImportError
+        @staticmethod
+        def find_spec(name, path=None, target=None):
+            if name == "pandas":
+                raise ModuleNotFoundError("hidden from pyarrow's probe", name=name)
+
+    sys.meta_path.insert(0, _Hidden)
+    try:
+        pa.array([])
+    finally:
+        sys.meta_path.remove(_Hidden)
+
+
+def defaults() -> dict[str, str]:
+    """The config groups, in order, with their default choices (configs/config.yaml's defaults
+    list); the same groups as ``clustersim.experiment.GROUPS``, read here so that ``--help``
+    need not import the simulator."""
+    import yaml
+
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)   # libyaml's parser where PyYAML has it
+    out = {}
+    for d in yaml.load((_configs() / "config.yaml").read_text(), Loader=loader)["defaults"]:
+        if isinstance(d, dict):
+            out.update({k: v for k, v in d.items() if "/" not in k and not k.startswith("override ")})
+    return out
+
+
+def _configs():
+    """The folder of the config groups (a plain path: importlib.resources costs more to import
+    than the whole of --help)."""
+    from pathlib import Path
+
+    import clustersim.configs
+
+    return Path(clustersim.configs.__file__).parent
+
+
+def choices(groups) -> dict[str, list[tuple[str, str]]]:
     """Each config group's choices with the first line of their config file; hand-made trace
     samples (``bundled:samples/``) say so."""
-    from importlib.resources import files
-
     out = {}
-    for group in GROUPS:
+    for group in groups:
         rows = []
-        for f in sorted(files("clustersim.configs").joinpath(group).iterdir(), key=lambda f: f.name):
+        for f in sorted((_configs() / group).iterdir(), key=lambda f: f.name):
             if not f.name.endswith(".yaml"):
                 continue
             text = f.read_text()
@@ -76,14 +130,7 @@ def choices() -> dict[str, list[tuple[str, str]]]:
 
 
 def help_text() -> str:
-    from importlib.resources import files
-
-    import yaml
-
-    defaults = {}
-    for d in yaml.safe_load(files("clustersim.configs").joinpath("config.yaml").read_text())["defaults"]:
-        if isinstance(d, dict):
-            defaults.update({k: v for k, v in d.items() if k in GROUPS})
+    defaults_ = defaults()
     lines = [
         "clustersim: replay a cluster trace against a scheduling policy and write the run's outputs.",
         "",
@@ -94,14 +141,14 @@ def help_text() -> str:
         "       clustersim --cfg job                              print the config a run would use",
         "       clustersim --hydra-help                           Hydra's own options",
         "",
-        "default: " + " ".join(f"{g}={c}" for g, c in defaults.items()) + " seed=0",
+        "default: " + " ".join(f"{g}={c}" for g, c in defaults_.items()) + " seed=0",
         "",
     ]
-    for group, rows in choices().items():
+    for group, rows in choices(defaults_).items():
         lines.append(f"{group}=   (a choice's keys: {group}.<key>=value)")
         width = max(len(n) for n, _ in rows) + 2
         for name, desc in rows:
-            mark = "*" if defaults.get(group) == name else " "
+            mark = "*" if defaults_.get(group) == name else " "
             lines.append(f"  {mark}{name:<{width}}{desc}")
         lines.append("")
     lines += [

@@ -13,7 +13,6 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 import numpy as np
-from scipy.optimize import nnls
 
 from clustersim.simulator.errors import TraceError
 
@@ -123,6 +122,8 @@ class LossFitter:
         self.n = 0
 
     def fit(self, losses) -> "LossFitter":
+        from scipy.optimize import nnls   # here, not at start-up: scipy is slow to import
+
         y = np.asarray(losses, dtype=np.float64)
         if len(y) < 3:
             raise ValueError(f"the loss fit needs at least 3 epochs, got {len(y)}")

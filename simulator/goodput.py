@@ -38,7 +38,6 @@ from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
-from scipy.optimize import Bounds, minimize
 
 
 @dataclass(frozen=True)
@@ -90,6 +89,8 @@ def _objective(p, nodes, replicas, bsz, accum_time, step_time):
 def fit_perf_params(nodes, replicas, bsz, accum_time, step_time) -> PerfParams:
     """adaptdl ``goodput.fit_perf_params``: bounded minimisation of ``_objective`` from the same
     start, bounds and fixed parameters (L-BFGS-B with numerical gradients instead of autograd)."""
+    from scipy.optimize import Bounds, minimize   # here, not at start-up: scipy is slow to import
+
     nodes, replicas, bsz = np.asarray(nodes), np.asarray(replicas), np.asarray(bsz, dtype=float)
     accum_time, step_time = np.asarray(accum_time, dtype=float), np.asarray(step_time, dtype=float)
     params = [1e-1, 1e-2] * 3 + [1.0 + 1e-3]

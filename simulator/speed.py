@@ -20,8 +20,6 @@ from __future__ import annotations
 from typing import Protocol, Sequence
 
 import numpy as np
-from scipy.interpolate import LinearNDInterpolator, NearestNDInterpolator
-from scipy.optimize import nnls
 
 from clustersim.simulator.job import Allocation, JobSpec, nodes_of, task_counts
 
@@ -82,6 +80,8 @@ class _Linearised:
         reproduce them, takes the nearest to that split; without it NNLS's sparse solution drops
         terms the samples do not need.
         """
+        from scipy.optimize import nnls   # here, not at start-up: scipy takes longer to import than a run
+
         samples = _checked(samples, self, min_samples)
         a = np.array([self.design(tuple(x)) for x, _ in samples], dtype=np.float64)
         y = np.array([self.time_from_rate(tuple(x), r) for x, r in samples], dtype=np.float64)
@@ -215,8 +215,12 @@ class TableSpeed:
         if self.keys.shape[1] == 1:
             self._interp = None
         elif len(keys) > self.keys.shape[1]:
+            from scipy.interpolate import LinearNDInterpolator, NearestNDInterpolator   # not at start-up
+
             self._interp = (LinearNDInterpolator(self.keys, self.values), NearestNDInterpolator(self.keys, self.values))
         else:
+            from scipy.interpolate import NearestNDInterpolator
+
             self._interp = (None, NearestNDInterpolator(self.keys, self.values))
         return self
 

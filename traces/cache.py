@@ -65,7 +65,7 @@ def load(directory: Path, k: str) -> tuple[pa.Table, BadRows] | None:
     if not path.is_file():
         return None
     try:
-        table = pq.read_table(path)
+        table = pq.ParquetFile(path).read()   # read_table goes through pyarrow.dataset, which imports pandas
         meta = json.loads((table.schema.metadata or {})[META])
         table = table.replace_schema_metadata(None)
         if not table.schema.equals(JOB_TABLE):

@@ -1,0 +1,54 @@
+"""Start-up stays light: the heavy libraries load only where a run needs them.
+
+Each check runs in a fresh interpreter and reads ``sys.modules``: deterministic, no timing.
+(scipy, pandas and matplotlib each take longer to import than `clustersim --help` takes in all.)
+"""
+
+import json
+import subprocess
+import sys
+
+HEAVY = ("scipy", "pandas", "matplotlib")
+HELP_NEEDS_NONE_OF = (*HEAVY, "hydra", "omegaconf", "numpy", "pyarrow", "simpy")
+
+
+def loaded(code: str, cwd=None) -> set[str]:
+    """The top-level packages in ``sys.modules`` once ``code`` has run (reported at exit, so a
+    ``SystemExit`` from the code still reports)."""
+    probe = ("import atexit, json, sys\n"
+             "atexit.register(lambda: print('MODULES=' + json.dumps(sorted({m.split('.')[0] for m in sys.modules}))))\n")
+    p = subprocess.run([sys.executable, "-c", probe + code], capture_output=True, text=True, timeout=300, cwd=cwd)
+    assert p.returncode == 0, p.stderr
+    line = [x for x in p.stdout.splitlines() if x.startswith("MODULES=")][-1]
+    return set(json.loads(line[len("MODULES="):]))
+
+
+def test_importing_the_cli_loads_no_heavy_library():
+    assert loaded("import clustersim.cli").isdisjoint(HELP_NEEDS_NONE_OF)
+
+
+def test_help_answers_without_hydra_or_the_simulator():
+    mods = loaded("sys.argv = ['clustersim', '--help']\nfrom clustersim.cli import entry\nentry()")
+    assert mods.isdisjoint(HELP_NEEDS_NONE_OF), sorted(mods & set(HELP_NEEDS_NONE_OF))
+    assert "clustersim" in mods
+
+
+def test_importing_the_experiment_and_engine_loads_no_heavy_library():
+    mods = loaded("import clustersim.experiment, clustersim.simulator.engine, clustersim.simulator.speed")
+    assert mods.isdisjoint(HEAVY), sorted(mods & set(HEAVY))
+
+
+def test_a_run_of_the_command_never_imports_pandas(tmp_path):
+    """pyarrow would import pandas (~0.3 s) at its first conversion; the command tells it not to."""
+    code = (f"sys.argv = ['clustersim', 'hydra.run.dir={tmp_path / 'run'}', 'progress=false']\n"
+            "from clustersim.cli import entry\nentry()")
+    mods = loaded(code, cwd=tmp_path)
+    assert (tmp_path / "run" / "jobs.parquet").is_file()
+    assert "pyarrow" in mods and "pandas" not in mods
+
+
+def test_help_lists_the_groups_the_experiment_checks():
+    from clustersim.cli import defaults
+    from clustersim.experiment import GROUPS
+
+    assert tuple(defaults()) == GROUPS
