@@ -135,4 +135,55 @@ def test_every_sidecar_job_type_has_its_profile():
     for model, _, data in JOB_SET_ONE + JOB_SET_TWO:
         assert zoo.match(SIDECAR_PROFILES[model, data], "gpu").name == SIDECAR_PROFILES[model, data]
     cols = sidecar_jobs(np.random.default_rng(0), "W3")
-    assert set(cols["model"]) <= set(SIDECAR_PROFILES.values()) and "vgg16" in set(SIDECAR_PROFILES.values())
+    assert set(cols["model"]) <= set(SIDECAR_PROFILES.values()) and "sidecar_vgg16" in set(cols["model"])
+
+
+def test_table4_gpu_types_are_the_profiles_speeds():
+    """Table IV (job type 0, 1 GPU): P100 0.25/0.18 and 1080Ti 0.31/0.18 the V100's iteration time,
+    K80 3.5x (a choice); every SideCar job type at every GPU count (speed_by_type, sidecar.yaml)."""
+    from dataclasses import replace
+
+    from clustersim.simulator.cluster import Cluster, NodeGroup
+    from clustersim.simulator.profiles import load
+    from clustersim.traces.synthetic import SIDECAR_PROFILES
+
+    zoo = load()
+    cl = Cluster([NodeGroup(1, 8, 64, 512, gpu_type=t) for t in ("V100", "P100", "1080Ti", "K80")])
+    for profile in SIDECAR_PROFILES.values():
+        spec = replace(gpu_job("j", 0, 1, 1.0, min_gpus=1, max_gpus=8), profile=profile, batch_size=128)
+        for n in (1, 2, 4, 8):
+            t = [1.0 / zoo.speed.rate(spec, {"worker": {h: n}}, cl) for h in range(4)]
+            assert t[1] / t[0] == pytest.approx(0.25 / 0.18, rel=1e-4), (profile, n)
+            assert t[2] / t[0] == pytest.approx(0.31 / 0.18, rel=1e-4), (profile, n)
+            assert t[3] / t[0] == pytest.approx(3.5, rel=1e-4), (profile, n)
+
+
+def test_predictions_use_the_speed_the_engine_trains_at():
+    """On a V100 + P100 cluster SideCar predicts each host's iteration time from the job's profile
+    on that host's GPU type: the engine's own speed, so a P100 host predicts 1.389x V100's."""
+    from dataclasses import replace
+
+    from clustersim.simulator.cluster import Cluster, NodeGroup
+    from clustersim.simulator.profiles import load
+
+    zoo = load()
+    cl = Cluster([NodeGroup(1, 8, 64, 512, gpu_type="V100"), NodeGroup(1, 8, 64, 512, gpu_type="P100")])
+    spec = replace(gpu_job("j", 0, 2, 1.0, work=5000.0, min_gpus=1, max_gpus=8), profile="resnet18", batch_size=64)
+    pol = policies.make("sidecar")
+    seen = []
+
+    class Probe:
+        name, oracle = pol.name, pol.oracle
+
+        def reset(self, view):
+            pol.reset(view)
+
+        def decide(self, view):
+            for jv in [*view.pending.values(), *view.running.values()]:
+                seen.append([pol.t_iter(jv, n, h, view) for h in (0, 1) for n in (1, 4)])
+            return pol.decide(view)
+
+    Engine(jobs(spec), cl, Probe(), speed=zoo.speed, overhead=overhead.ConstantOverhead()).run()
+    truth = [1.0 / zoo.speed.rate(spec, {"worker": {h: n}}, cl) for h in (0, 1) for n in (1, 4)]
+    assert seen and seen[0] == pytest.approx(truth, rel=1e-12)
+    assert seen[0][2] / seen[0][0] == pytest.approx(0.25 / 0.18, rel=1e-4)
