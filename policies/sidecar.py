@@ -26,9 +26,12 @@ role's bounds. Three policies:
   options by the workload), static; any waiting job that fits on one host starts, out of order,
   on the host with the most idle GPUs.
 
-W1–W3 jobs declare their epochs (§V-A), so the remaining iterations are known to the scheduler;
-the simulator exposes a job's declared size only as its ground truth, so the two predicting
-policies are oracles (tag ``oracle``). Jobs the model does not cover (several roles, CPU only,
+W1–W3 jobs declare their epochs (§V-A, §III-C), so the remaining iterations are the declared
+iterations (``JobView.declared_iterations``, engine config ``observe.declared_iterations``) less
+those done. A job that declares none (W4 runs to a target accuracy) is predicted to run as many
+iterations as the finished jobs of its model did, on average (the per-type training-accuracy profile
+§III-B-1 offers; the paper's curve fit, §III-C-1, is not modelled), ``undeclared_iterations``
+before any has finished. Jobs the model does not cover (several roles, CPU only,
 larger than a host) run at their request, first fit, FIFO. docs/policies/sidecar.md.
 """
 
@@ -53,13 +56,15 @@ class _Base(Policy):
 
     tick_s: float | None = None
 
-    def __init__(self, gpu_options: list[PositiveCount] = (1, 2, 4, 8)):
+    def __init__(self, gpu_options: list[PositiveCount] = (1, 2, 4, 8), undeclared_iterations: Positive = 10010.0):
         self.options = sorted({int(o) for o in gpu_options})
         if not self.options:
             raise ValueError(f"{self.name}: gpu_options must not be empty")
+        self.prior = float(undeclared_iterations)
 
     def reset(self, view: View) -> None:
         self.queue: list[str] = []          # waiting jobs, FIFO by arrival
+        self.sizes: dict[str | None, list] = {}   # model -> [iterations finished jobs ran, count]
         self.hosts = range(view.cluster.num_nodes)
         self.gpus_per_host = view.cluster.capacity[:, 0]
 
@@ -111,11 +116,22 @@ class _Base(Policy):
         return jv.profiled.iteration_time({jv.roles[0].name: {host: n}})
 
     def remaining(self, jv: JobView) -> float:
-        return max(jv.total_work - jv.iterations_done, 0.0)
+        """Declared iterations less those done (E1); without a declaration, the mean size of the
+        model's finished jobs (else of all finished jobs, else ``undeclared_iterations``)."""
+        total = jv.declared_iterations
+        if total is None:
+            s = self.sizes.get(jv.model) or self.sizes.get(None)
+            total = s[0] / s[1] if s else self.prior
+        return max(total - jv.iterations_done, 0.0)
 
     # --- FIFO bookkeeping and the fallback
     def arrivals(self, view: View) -> None:
         gone = {j.job_id for j in view.finished}
+        for jv in view.finished:   # what a finished job ran: the size of its kind of job
+            for key in (jv.model, None):
+                s = self.sizes.setdefault(key, [0.0, 0])
+                s[0] += jv.iterations_done
+                s[1] += 1
         for jv in sorted(view.arrived, key=lambda j: (j.submit_time, j.index)):
             self.queue.append(jv.job_id)
         for jv in view.stopped:   # a failure stopped it: it waits again, first
@@ -151,10 +167,9 @@ class _Plan:
 @register
 class SideCar(_Base):
     name = "sidecar"
-    oracle = True
-    tags = frozenset({"oracle", "elastic"})
+    tags = frozenset({"elastic"})
 
-    def __init__(self, gpu_options: list[PositiveCount] = (1, 2, 4, 8),
+    def __init__(self, gpu_options: list[PositiveCount] = (1, 2, 4, 8), undeclared_iterations: Positive = 10010.0,
                  container_init_s: NonNegative = 83.0,
                  process_restart_base_s: NonNegative = SidecarRestart.sidecar_base_s,
                  process_restart_per_gpu_s: NonNegative = SidecarRestart.sidecar_per_gpu_s,
@@ -163,7 +178,7 @@ class SideCar(_Base):
                  pod_start_per_gpu_s: NonNegative = PodRestart.pod_start_per_gpu_s,
                  cross_host: bool = True, reshape_up: bool = True, reshape_down: bool = True,
                  tick_s: Positive | None = 60.0):
-        super().__init__(gpu_options)
+        super().__init__(gpu_options, undeclared_iterations)
         self.tick_s = tick_s
         self.k_c = container_init_s
         self.d_sc = (process_restart_base_s, process_restart_per_gpu_s)
@@ -350,14 +365,14 @@ class SideCarTermination(_Base):
     """The termination-based baseline (Optimus's scheduling with job restarts, §V-B(2))."""
 
     name = "sidecar_termination"
-    oracle = True
-    tags = frozenset({"oracle", "elastic"})
+    tags = frozenset({"elastic"})
 
-    def __init__(self, gpu_options: list[PositiveCount] = (1, 2, 4, 8), count_restart: bool = False,
+    def __init__(self, gpu_options: list[PositiveCount] = (1, 2, 4, 8), undeclared_iterations: Positive = 10010.0,
+                 count_restart: bool = False,
                  pod_kill_s: NonNegative = PodRestart.pod_kill_s,
                  pod_start_base_s: NonNegative = PodRestart.pod_start_base_s,
                  pod_start_per_gpu_s: NonNegative = PodRestart.pod_start_per_gpu_s, tick_s: Positive | None = 60.0):
-        super().__init__(gpu_options)
+        super().__init__(gpu_options, undeclared_iterations)
         self.tick_s = tick_s
         self.count_restart = count_restart
         self.pod = (pod_kill_s, pod_start_base_s, pod_start_per_gpu_s)

@@ -119,12 +119,13 @@ def _read_only(a: np.ndarray) -> np.ndarray:
 class JobView:
     """What a policy may observe of one job. Made once per job; reads the live state."""
 
-    __slots__ = ("_state", "_obs", "_oracle")
+    __slots__ = ("_state", "_obs", "_oracle", "_declared")
 
-    def __init__(self, state: JobState, observer: Observer, oracle: bool):
+    def __init__(self, state: JobState, observer: Observer, oracle: bool, declared_iterations: float | None = None):
         self._state = state
         self._obs = observer
         self._oracle = oracle
+        self._declared = declared_iterations
 
     # --- what the job's owner submitted
     @property
@@ -183,6 +184,13 @@ class JobView:
     @property
     def batch_size(self) -> int | None:
         return self._state.spec.batch_size
+
+    @property
+    def declared_iterations(self) -> float | None:
+        """The iterations the owner asked for at submission (epochs x iterations per epoch, as
+        SideCar's users declare, seed 003 §III-C); None when the job declared none (it runs to a
+        target, or the workload's jobs do not declare: engine config ``observe.declared_iterations``)."""
+        return self._declared
 
     # --- what a running job reports
     @property

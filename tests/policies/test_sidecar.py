@@ -7,8 +7,10 @@ import pytest
 
 from clustersim import policies
 from clustersim.simulator import overhead
-from clustersim.simulator.engine import Engine
+from clustersim.simulator.engine import Engine, Observe
 from tests.factories import cluster, gpu_job, jobs
+
+DECLARED = Observe(declared_iterations=True)   # the jobs declare their iterations (§III-C)
 
 # ResNet's speed-up over one GPU (seed 003 §I): 1.7x on 2 GPUs, 2.4x on 4
 RESNET = {1: 1.0, 2: 1.7, 4: 2.4, 8: 2.5}
@@ -33,7 +35,8 @@ def case_study(policy, ov, start_cost: float):
     makespan and the JCTs from J1's training start."""
     j1 = gpu_job("j1", 0.0, 4, 633.0, work=633.0 * RESNET[4], min_gpus=2, max_gpus=4)
     j2 = gpu_job("j2", start_cost + 180.0, 2, 442.0, work=442.0 * RESNET[2])
-    rec = Engine(jobs(j1, j2), cluster(nodes=1, gpus=4), policy, speed=CountSpeed(RESNET), overhead=ov).run()
+    rec = Engine(jobs(j1, j2), cluster(nodes=1, gpus=4), policy, speed=CountSpeed(RESNET), overhead=ov,
+                 observe=DECLARED).run()
     ends = {s.spec.job_id: s.end_time for s in rec.states}
     return max(ends.values()) - start_cost, {j: e - (start_cost if j == "j1" else start_cost + 180) for j, e in ends.items()}
 
@@ -96,7 +99,7 @@ def test_algorithm1_picks_the_lowest_predicted_makespan():
                  gpu_job("c", 100, 4, 1.0, work=1200.0, min_gpus=1, max_gpus=4))
     pol = Spy(policies.make("sidecar", container_init_s=10.0, process_restart_base_s=0.0,
                             process_restart_per_gpu_s=0.0))
-    Engine(specs, cluster(nodes=1, gpus=8), pol, speed=speed, overhead=overhead.ConstantOverhead()).run()
+    Engine(specs, cluster(nodes=1, gpus=8), pol, speed=speed, overhead=overhead.ConstantOverhead(), observe=DECLARED).run()
     t, plan = pol.plans["c"]
     assert t == 100 and (plan.gpus, plan.victim, plan.removed) == (4, "a", 2)
     assert pol.plans["a"][1].gpus == 4 and pol.plans["b"][1].gpus == 2
@@ -108,7 +111,7 @@ def test_termination_starts_small_and_adds_one_option_step_at_a_time():
     pod = _overhead("pod_restart", **POD)
     specs = jobs(gpu_job("a", 0, 4, 1.0, work=1e5, min_gpus=1, max_gpus=8))
     rec = Engine(specs, cluster(nodes=1, gpus=8), policies.make("sidecar_termination"),
-                 speed=CountSpeed({1: 1.0, 2: 1.8, 4: 3.0, 8: 4.0}), overhead=pod).run()
+                 speed=CountSpeed({1: 1.0, 2: 1.8, 4: 3.0, 8: 4.0}), overhead=pod, observe=DECLARED).run()
     steps = [(e["kind"], e["gpus_after"]) for e in rec.events().to_pylist() if e["kind"] != "finish"]
     assert steps == [("start", 1), ("scale_out", 2), ("scale_out", 4), ("scale_out", 8)]
 
@@ -187,3 +190,25 @@ def test_predictions_use_the_speed_the_engine_trains_at():
     truth = [1.0 / zoo.speed.rate(spec, {"worker": {h: n}}, cl) for h in (0, 1) for n in (1, 4)]
     assert seen and seen[0] == pytest.approx(truth, rel=1e-12)
     assert seen[0][2] / seen[0][0] == pytest.approx(0.25 / 0.18, rel=1e-4)
+
+
+def test_sidecar_reads_declared_iterations_not_ground_truth():
+    """Not an oracle: the remaining iterations are the declared ones less those done; without a
+    declaration, the mean of the finished jobs of the model (else undeclared_iterations)."""
+    from clustersim.simulator.job import JobState
+    from clustersim.simulator.view import JobView, Observer
+
+    pol = policies.make("sidecar", undeclared_iterations=500.0)
+    assert not pol.oracle and "oracle" not in pol.tags
+    obs = Observer()
+    spec = gpu_job("a", 0, 2, 1.0, work=1200.0, model="resnet18")
+    assert pol.remaining(JobView(JobState(spec), obs, False, 1200.0)) == 1200.0
+    undeclared = JobView(JobState(spec), obs, False)
+    with pytest.raises(Exception):
+        undeclared.total_work            # ground truth stays hidden
+    pol.sizes = {}
+    assert pol.remaining(undeclared) == 500.0
+    pol.sizes = {"resnet18": [3000.0, 2], None: [4000.0, 4]}
+    assert pol.remaining(undeclared) == 1500.0
+    pol.sizes = {"vgg16": [3000.0, 1], None: [3000.0, 1]}
+    assert pol.remaining(undeclared) == 3000.0
