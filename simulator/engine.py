@@ -121,7 +121,7 @@ class Engine:
         if len(self.states) != len(self.jobs):
             raise ValueError("job ids must be unique")
         self.clock = _Clock(self.env, speed=self.speed, usage=usage, cluster=cluster,
-                            profiled_error=self.observe.profiled_error, seed=seed)
+                            profiled_error=self.observe.profiled_error, seed=seed, faults=faults)
         declared = self.observe.declared_iterations   # the trace's iterations are what the owner asked for
         self.views = {k: JobView(s, self.clock, policy.oracle, s.spec.total_work if declared else None)
                       for k, s in self.states.items()}

@@ -55,6 +55,7 @@ class Observer:
     cluster: object = None
     profiled_error: float = 0.0    # relative error of profiled rates (0: exact)
     seed: int = 0
+    faults: object = None          # FaultModel: what per-worker step times show (slowest_task)
 
 
 class ClusterView:
@@ -242,6 +243,13 @@ class JobView:
     def stop_reason(self) -> StopReason | None:
         """Why the job last stopped (preempted, failed, node down, OOM); None if it never did."""
         return self._state.stop_reason
+
+    @property
+    def slowest_task(self) -> tuple[str, int, float] | None:
+        """A running synchronous job's straggler, as per-worker step times show it: (role, node of
+        the task, its speed relative to the others); None while every task keeps pace."""
+        f = self._obs.faults
+        return f.slowest_task(self._state.spec.job_id) if f is not None else None
 
     @property
     def last_failure(self):
