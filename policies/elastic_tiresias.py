@@ -25,9 +25,11 @@ current size, not S(p+1). A job with an operation in flight is not scaled again 
 GPU jobs whose role is elastic (``min_count < max_count``, e.g. the trace transform ``elastic``)
 are scaled; the rest are scheduled as plain Tiresias does.
 
-Optional, off by default: ``migrate_to_fewer_machines`` (EDL §5.2 worker migration: a running job
-spread over more machines than it needs moves onto fewer when they have room; the engine
-charges it as a ``migrate`` change). Which mechanism scales (stop-free or stop-resume) is the
+Optional, off by default: ``migrate_to_fewer_machines`` (EDL §5.2-5.3 worker migration: a running
+job spread over more machines than it needs moves onto fewer when they have room; the engine
+charges it as a ``migrate`` change); ``remove_stragglers`` (EDL §5.3: a job whose slowest worker runs
+below ``straggler_speed`` of the others, per its per-worker step times, drops that worker by a
+scale-in; expansion adds a healthy one later). Which mechanism scales (stop-free or stop-resume) is the
 run's overhead model (``overhead=stop_free`` or ``overhead=stop_resume``), so the same policy
 measures the value of stop-free scaling. docs/policies/elastic_tiresias.md.
 """
@@ -36,6 +38,7 @@ from __future__ import annotations
 
 import heapq
 import math
+from typing import Annotated
 
 import numpy as np
 
@@ -44,7 +47,7 @@ from clustersim.policies.placement import PlacementName, release, shrink
 from clustersim.policies.tiresias import Tiresias
 from clustersim.simulator.cluster import EPS, tasks_per_node
 from clustersim.simulator.job import nodes_of, task_counts
-from clustersim.simulator.params import Count, NonNegative, Positive
+from clustersim.simulator.params import Count, NonNegative, Positive, Range
 
 GAIN_EPS = 1e-9
 
@@ -68,7 +71,9 @@ class ElasticTiresias(Tiresias):
                  consolidate_models: list[str] = ("vgg11", "vgg16", "vgg19", "alexnet"),
                  compaction: bool = True, expansion: bool = True, compaction_threshold: Count = 10,
                  min_fraction: Positive = 0.5, reserve_retry_s: Positive = 1.0, reserve_timeout_s: Positive = 300.0,
-                 retry_s: Positive = 60.0, migrate_to_fewer_machines: bool = False):
+                 retry_s: Positive = 60.0, migrate_to_fewer_machines: bool = False,
+                 remove_stragglers: bool = False, straggler_speed: Annotated[float, Range(gt=0, lt=1)] = 1 / 1.2,
+                 straggler_check_s: Positive = 10.0):
         super().__init__(thresholds, starvation_knob, gittins, gittins_distribution, gittins_delta, placement,
                          consolidate_models)
         if not 0 < min_fraction <= 1:
@@ -77,6 +82,8 @@ class ElasticTiresias(Tiresias):
         self.n_wait, self.r = int(compaction_threshold), float(min_fraction)
         self.reserve_retry_s, self.reserve_timeout_s, self.retry_s = reserve_retry_s, reserve_timeout_s, retry_s
         self.migrate = migrate_to_fewer_machines
+        self.stragglers, self.straggler_speed, self.straggler_check_s = (remove_stragglers, straggler_speed,
+                                                                         straggler_check_s)
 
     def reset(self, view: View) -> None:
         super().reset(view)
@@ -86,7 +93,7 @@ class ElasticTiresias(Tiresias):
         self.best: dict[str, float] = {}         # job -> t(p*), best per-GPU throughput
         cap = view.cluster.capacity[:, 0]
         self.m = int(cap.max()) if len(cap) else 1
-        self.compactions = self.expansions = 0
+        self.compactions = self.expansions = self.straggler_removals = 0
 
     # ------------------------------------------------------------------ Tiresias hooks
     def _push_demotion(self, job, now: float) -> None:
@@ -135,6 +142,9 @@ class ElasticTiresias(Tiresias):
                 planned.pop(jid, None)
         self._start_reserved(view, allocs, free, planned)
         self._start_admitted(view, allocs, free, planned)
+        self._dropped: set[str] = set()           # jobs that dropped a straggler in this decision
+        if self.stragglers:
+            self._remove_stragglers(view, allocs, planned)
         waiting = [self.jobs[jid] for jid in view.pending if jid not in allocs and jid in self.jobs]
         if waiting:
             if self._reclaim(view, allocs, planned):
@@ -334,7 +344,7 @@ class ElasticTiresias(Tiresias):
         for jid in planned:   # running jobs, and those the base plan starts now
             jv = view.running.get(jid) or view.pending[jid]
             role = gpu_role(jv)
-            if role is None or jv.reconfiguring:
+            if role is None or jv.reconfiguring or jid in self._dropped:
                 continue
             alloc = planned[jid]
             if sum(alloc.get(role.name, {}).values()) >= role.max_count:
@@ -380,6 +390,36 @@ class ElasticTiresias(Tiresias):
         more = {r: dict(t) for r, t in alloc.items()}
         more[role.name][node] = more[role.name].get(node, 0) + 1
         return ((self._rate(jv, more) - cur) / cur if cur > 0 else 0.0), node
+
+    # ------------------------------------------------------------------ straggler removal (EDL §5.3)
+    def _remove_stragglers(self, view, allocs, planned) -> None:
+        """A running elastic job whose slowest worker runs below ``straggler_speed`` of the others
+        (per-worker step times, ``JobView.slowest_task``) drops that worker: a scale-in by one on
+        its node, by the run's mechanism (stop-free: the others keep training). Expansion gives
+        the job a healthy worker back once the exit is done. Looked at every ``straggler_check_s``."""
+        if planned:   # jobs run after this decision: look again
+            self._later(self.straggler_check_s)
+        for jid, jv in view.running.items():
+            role = gpu_role(jv)
+            if role is None or jid in allocs or jid not in planned:
+                continue
+            slow = jv.slowest_task
+            if slow is None or slow[0] != role.name or slow[2] >= self.straggler_speed:
+                continue
+            n = sum(planned[jid].get(role.name, {}).values())
+            if n <= role.min_count:
+                continue
+            if jv.reconfiguring:
+                self._later(self.retry_s)
+                continue
+            new = {r: dict(t) for r, t in planned[jid].items()}
+            new[role.name][slow[1]] -= 1
+            if not new[role.name][slow[1]]:
+                del new[role.name][slow[1]]
+            allocs[jid] = planned[jid] = new
+            self._resized(self.jobs[jid], new, view.now)
+            self._dropped.add(jid)   # not grown back in the same decision: its replacement comes later
+            self.straggler_removals += 1
 
     # ------------------------------------------------------------------ migration (EDL §5.2)
     def _migrate(self, view, allocs, free, planned) -> None:

@@ -11,7 +11,8 @@ role's bounds. Three policies:
   on its host or, with ``cross_host``, on another host by a pod restart (Alg. 2, §VI-E). The
   option with the lowest predicted makespan wins (strict <, first evaluated wins ties, A2);
   there is no do-nothing option (A4). Predictions (§III-C, E1–E6): remaining iterations ×
-  profiled seconds per iteration on the host's GPU type, plus the restart and start costs
+  profiled seconds per iteration with N GPUs of the host's type (``JobView.profiled``: the same
+  per-type speed the engine trains at, simulator/profiles/sidecar.yaml, Table IV), plus the restart and start costs
   below; the makespan is the latest predicted finish of all jobs (A1). Early initialisation
   (§III-B-3): the incoming job's container is brought up for ``container_init_s`` while the
   victim keeps training on all its GPUs; then the victim restarts its training process on
@@ -25,9 +26,12 @@ role's bounds. Three policies:
   options by the workload), static; any waiting job that fits on one host starts, out of order,
   on the host with the most idle GPUs.
 
-W1–W3 jobs declare their epochs (§V-A), so the remaining iterations are known to the scheduler;
-the simulator exposes a job's declared size only as its ground truth, so the two predicting
-policies are oracles (tag ``oracle``). Jobs the model does not cover (several roles, CPU only,
+W1–W3 jobs declare their epochs (§V-A, §III-C), so the remaining iterations are the declared
+iterations (``JobView.declared_iterations``, engine config ``observe.declared_iterations``) less
+those done. A job that declares none (W4 runs to a target accuracy) is predicted to run as many
+iterations as the finished jobs of its model did, on average (the per-type training-accuracy profile
+§III-B-1 offers; the paper's curve fit, §III-C-1, is not modelled), ``undeclared_iterations``
+before any has finished. Jobs the model does not cover (several roles, CPU only,
 larger than a host) run at their request, first fit, FIFO. docs/policies/sidecar.md.
 """
 
@@ -52,18 +56,15 @@ class _Base(Policy):
 
     tick_s: float | None = None
 
-    def __init__(self, gpu_options: list[PositiveCount] = (1, 2, 4, 8),
-                 iteration_time_factor: dict[str, Positive] | None = None):
+    def __init__(self, gpu_options: list[PositiveCount] = (1, 2, 4, 8), undeclared_iterations: Positive = 10010.0):
         self.options = sorted({int(o) for o in gpu_options})
         if not self.options:
             raise ValueError(f"{self.name}: gpu_options must not be empty")
-        # Table IV (seed 003): seconds per iteration of job type 0 relative to V100 (1 GPU:
-        # V100 0.18 s, P100 0.25 s, 1080Ti 0.31 s); K80 is not in the paper (notes §4.1: ~3-4x, 3.5 chosen)
-        self.factor = dict(iteration_time_factor or {"V100": 1.0, "P100": 0.25 / 0.18, "1080Ti": 0.31 / 0.18,
-                                                     "K80": 3.5})
+        self.prior = float(undeclared_iterations)
 
     def reset(self, view: View) -> None:
         self.queue: list[str] = []          # waiting jobs, FIFO by arrival
+        self.sizes: dict[str | None, list] = {}   # model -> [iterations finished jobs ran, count]
         self.hosts = range(view.cluster.num_nodes)
         self.gpus_per_host = view.cluster.capacity[:, 0]
 
@@ -110,16 +111,27 @@ class _Base(Policy):
 
     # --- predictions (E1)
     def t_iter(self, jv: JobView, n: int, host: int, view: View) -> float:
-        """Profiled seconds per iteration with n GPUs on ``host``, scaled by its GPU type (Table IV)."""
-        f = self.factor.get(view.cluster.gpu_type[host], 1.0)
-        return jv.profiled.iteration_time({jv.roles[0].name: {host: n}}) * f
+        """Profiled seconds per iteration with n GPUs on ``host`` (§III-B-1's training-speed profile,
+        by GPU count and GPU type: the host's type picks the profile's speed, Table IV)."""
+        return jv.profiled.iteration_time({jv.roles[0].name: {host: n}})
 
     def remaining(self, jv: JobView) -> float:
-        return max(jv.total_work - jv.iterations_done, 0.0)
+        """Declared iterations less those done (E1); without a declaration, the mean size of the
+        model's finished jobs (else of all finished jobs, else ``undeclared_iterations``)."""
+        total = jv.declared_iterations
+        if total is None:
+            s = self.sizes.get(jv.model) or self.sizes.get(None)
+            total = s[0] / s[1] if s else self.prior
+        return max(total - jv.iterations_done, 0.0)
 
     # --- FIFO bookkeeping and the fallback
     def arrivals(self, view: View) -> None:
         gone = {j.job_id for j in view.finished}
+        for jv in view.finished:   # what a finished job ran: the size of its kind of job
+            for key in (jv.model, None):
+                s = self.sizes.setdefault(key, [0.0, 0])
+                s[0] += jv.iterations_done
+                s[1] += 1
         for jv in sorted(view.arrived, key=lambda j: (j.submit_time, j.index)):
             self.queue.append(jv.job_id)
         for jv in view.stopped:   # a failure stopped it: it waits again, first
@@ -155,11 +167,9 @@ class _Plan:
 @register
 class SideCar(_Base):
     name = "sidecar"
-    oracle = True
-    tags = frozenset({"oracle", "elastic"})
+    tags = frozenset({"elastic"})
 
-    def __init__(self, gpu_options: list[PositiveCount] = (1, 2, 4, 8),
-                 iteration_time_factor: dict[str, Positive] | None = None,
+    def __init__(self, gpu_options: list[PositiveCount] = (1, 2, 4, 8), undeclared_iterations: Positive = 10010.0,
                  container_init_s: NonNegative = 83.0,
                  process_restart_base_s: NonNegative = SidecarRestart.sidecar_base_s,
                  process_restart_per_gpu_s: NonNegative = SidecarRestart.sidecar_per_gpu_s,
@@ -168,7 +178,7 @@ class SideCar(_Base):
                  pod_start_per_gpu_s: NonNegative = PodRestart.pod_start_per_gpu_s,
                  cross_host: bool = True, reshape_up: bool = True, reshape_down: bool = True,
                  tick_s: Positive | None = 60.0):
-        super().__init__(gpu_options, iteration_time_factor)
+        super().__init__(gpu_options, undeclared_iterations)
         self.tick_s = tick_s
         self.k_c = container_init_s
         self.d_sc = (process_restart_base_s, process_restart_per_gpu_s)
@@ -355,15 +365,14 @@ class SideCarTermination(_Base):
     """The termination-based baseline (Optimus's scheduling with job restarts, §V-B(2))."""
 
     name = "sidecar_termination"
-    oracle = True
-    tags = frozenset({"oracle", "elastic"})
+    tags = frozenset({"elastic"})
 
-    def __init__(self, gpu_options: list[PositiveCount] = (1, 2, 4, 8),
-                 iteration_time_factor: dict[str, Positive] | None = None, count_restart: bool = False,
+    def __init__(self, gpu_options: list[PositiveCount] = (1, 2, 4, 8), undeclared_iterations: Positive = 10010.0,
+                 count_restart: bool = False,
                  pod_kill_s: NonNegative = PodRestart.pod_kill_s,
                  pod_start_base_s: NonNegative = PodRestart.pod_start_base_s,
                  pod_start_per_gpu_s: NonNegative = PodRestart.pod_start_per_gpu_s, tick_s: Positive | None = 60.0):
-        super().__init__(gpu_options, iteration_time_factor)
+        super().__init__(gpu_options, undeclared_iterations)
         self.tick_s = tick_s
         self.count_restart = count_restart
         self.pod = (pod_kill_s, pod_start_base_s, pod_start_per_gpu_s)
@@ -416,7 +425,7 @@ class K8sDefault(_Base):
     name = "k8s_default"
 
     def __init__(self, gpu_options: list[PositiveCount] = (1, 2, 4, 8)):
-        super().__init__(gpu_options, None)
+        super().__init__(gpu_options)
 
     def decide(self, view: View) -> Decision:
         return Decision(self.start_waiting(view, lambda jv: jv.roles[0].count)[0])   # static request

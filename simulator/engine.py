@@ -64,6 +64,7 @@ class Observe:
     throughput_noise: NonNegative = 0.02
     samples_kept: PositiveCount = 32
     profiled_error: NonNegative = 0.0
+    declared_iterations: bool = False   # jobs declare their iterations (JobView.declared_iterations)
 
 
 class _Call(Event):
@@ -120,8 +121,10 @@ class Engine:
         if len(self.states) != len(self.jobs):
             raise ValueError("job ids must be unique")
         self.clock = _Clock(self.env, speed=self.speed, usage=usage, cluster=cluster,
-                            profiled_error=self.observe.profiled_error, seed=seed)
-        self.views = {k: JobView(s, self.clock, policy.oracle) for k, s in self.states.items()}
+                            profiled_error=self.observe.profiled_error, seed=seed, faults=faults)
+        declared = self.observe.declared_iterations   # the trace's iterations are what the owner asked for
+        self.views = {k: JobView(s, self.clock, policy.oracle, s.spec.total_work if declared else None)
+                      for k, s in self.states.items()}
         self.pending: dict[str, JobView] = {}
         self.running: dict[str, JobView] = {}
         self._ro_pending, self._ro_running = read_only(self.pending), read_only(self.running)

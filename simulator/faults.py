@@ -165,6 +165,7 @@ class FaultModel:
         self._alloc: dict[str, int] = {}     # job -> token, bumped at every change of its allocation
         self._attempt: dict[str, int] = {}   # job -> token, bumped at every (re)start
         self._slow: dict[str, tuple] = {}    # job -> (role, factor, attempt token) of its straggler
+        self._slow_at: dict[str, tuple] = {}  # job -> (role, node, tasks of the role there) of its straggler
         self._hot: dict[str, int] = {}       # job -> its PS count when the hot PS appeared
         self._big_need: set[str] = set()     # underprovisioned jobs
         self._counted: dict[str, int] = {}   # failures that count against the retries
@@ -202,8 +203,8 @@ class FaultModel:
         job = st.spec.job_id
         f = 1.0
         slow = self._slow.get(job)
-        if slow is not None and st.allocation and slow[2] == self._attempt.get(job):   # not at a (re)start
-            f *= self._straggler_effect(st, alloc, slow[0], slow[1])
+        if slow is not None and st.allocation and slow[2] == self._attempt.get(job) and self._stays(job, alloc):
+            f *= self._straggler_effect(st, alloc, slow[0], slow[1])   # not at a (re)start, nor once removed
         if job in self._hot:
             f *= self._hot_effect(st, alloc)
         return f * self._saving(st)
@@ -212,6 +213,8 @@ class FaultModel:
         """A job (re)started or changed its allocation: checkpoints, and the failures ahead."""
         job, now = st.spec.job_id, self.engine.env.now
         self._alloc[job] = token = self._alloc.get(job, 0) + 1
+        if job in self._slow and not self._stays(job, st.allocation):   # the policy removed the straggler
+            self._slow.pop(job)
         if change in STARTS:
             self._attempt[job] = self._attempt.get(job, 0) + 1
             self._slow.pop(job, None)   # a straggler does not outlive its attempt
@@ -313,16 +316,22 @@ class FaultModel:
     def _slow_down(self, job: str, token: int) -> None:
         if not self._live(job, token) or job in self._slow:
             return
-        role, _ = _pick_task(self.engine.states[job].allocation, self._rng["straggler"])
-        self.slow_task(job, role, self.straggler.factor, self.straggler.duration_s)
+        role, node = _pick_task(self.engine.states[job].allocation, self._rng["straggler"])
+        self.slow_task(job, role, self.straggler.factor, self.straggler.duration_s, node)
 
-    def slow_task(self, job: str, role: str, factor: float, duration_s: float) -> None:
-        """A task of ``role`` of running job ``job`` turns ``factor`` x slower for ``duration_s``
-        (or until the job stops); the engine brings the job's rate up to date."""
-        if self.engine.states[job].status is not Status.RUNNING:
+    def slow_task(self, job: str, role: str, factor: float, duration_s: float, node: int | None = None) -> None:
+        """A task of ``role`` of running job ``job`` on ``node`` (None: its first node) turns
+        ``factor`` x slower for ``duration_s``, until the job stops, or until a scale-in removes a
+        task of that role on that node (tasks of a role on one node are interchangeable: the one
+        removed is the slow one); the engine brings the job's rate up to date."""
+        st = self.engine.states[job]
+        if st.status is not Status.RUNNING:
             return
         attempt = self._attempt[job]
+        if node is None:
+            node = next(n for n, c in st.allocation[role].items() if c)
         self._slow[job] = (role, factor, attempt)
+        self._slow_at[job] = (role, node, st.allocation[role].get(node, 0))
         self.engine.refresh_rate(job)
         self.engine.at(duration_s, partial(self._recover_speed, job, attempt))
 
@@ -337,6 +346,22 @@ class FaultModel:
                 rate = self.straggler.per_pod_hour / 3600.0 * pods
                 self.engine.at(self._rng["straggler"].exponential(1.0 / rate),
                                partial(self._slow_down, job, self._alloc[job]))
+
+    def _stays(self, job: str, alloc) -> bool:
+        """The straggler is still among ``alloc``'s tasks (none of its node's tasks was removed)."""
+        role, node, count = self._slow_at[job]
+        return alloc.get(role, {}).get(node, 0) >= count
+
+    def slowest_task(self, job: str) -> tuple[str, int, float] | None:
+        """What per-worker step times show of a running job: its slow task's (role, node, speed
+        relative to the others), None while every task keeps pace."""
+        slow = self._slow.get(job)
+        st = self.engine.states.get(job) if self.engine is not None else None
+        if slow is None or st is None or st.status is not Status.RUNNING or slow[2] != self._attempt.get(job) \
+                or not self._stays(job, st.allocation):
+            return None
+        role, node, _ = self._slow_at[job]
+        return role, node, 1.0 / slow[1]
 
     # ------------------------------------------------------------------ effects
     def _straggler_effect(self, st: JobState, alloc, role: str, factor: float) -> float:

@@ -55,6 +55,7 @@ class Observer:
     cluster: object = None
     profiled_error: float = 0.0    # relative error of profiled rates (0: exact)
     seed: int = 0
+    faults: object = None          # FaultModel: what per-worker step times show (slowest_task)
 
 
 class ClusterView:
@@ -119,12 +120,13 @@ def _read_only(a: np.ndarray) -> np.ndarray:
 class JobView:
     """What a policy may observe of one job. Made once per job; reads the live state."""
 
-    __slots__ = ("_state", "_obs", "_oracle")
+    __slots__ = ("_state", "_obs", "_oracle", "_declared")
 
-    def __init__(self, state: JobState, observer: Observer, oracle: bool):
+    def __init__(self, state: JobState, observer: Observer, oracle: bool, declared_iterations: float | None = None):
         self._state = state
         self._obs = observer
         self._oracle = oracle
+        self._declared = declared_iterations
 
     # --- what the job's owner submitted
     @property
@@ -184,6 +186,13 @@ class JobView:
     def batch_size(self) -> int | None:
         return self._state.spec.batch_size
 
+    @property
+    def declared_iterations(self) -> float | None:
+        """The iterations the owner asked for at submission (epochs x iterations per epoch, as
+        SideCar's users declare, seed 003 §III-C); None when the job declared none (it runs to a
+        target, or the workload's jobs do not declare: engine config ``observe.declared_iterations``)."""
+        return self._declared
+
     # --- what a running job reports
     @property
     def status(self) -> Status:
@@ -234,6 +243,13 @@ class JobView:
     def stop_reason(self) -> StopReason | None:
         """Why the job last stopped (preempted, failed, node down, OOM); None if it never did."""
         return self._state.stop_reason
+
+    @property
+    def slowest_task(self) -> tuple[str, int, float] | None:
+        """A running synchronous job's straggler, as per-worker step times show it: (role, node of
+        the task, its speed relative to the others); None while every task keeps pace."""
+        f = self._obs.faults
+        return f.slowest_task(self._state.spec.job_id) if f is not None else None
 
     @property
     def last_failure(self):

@@ -122,3 +122,46 @@ def test_elastic_transform_bounds():
     assert out[2] == ps                                                   # parameter-server jobs unchanged
     with pytest.raises(Exception, match="min_fraction"):
         elastic(t, min_fraction=0.0)
+
+
+def straggler_run(remove: bool):
+    """EDL §5.3: a job of 8 workers over two 4-GPU machines (elastic 4..8, linear speed, 2000 s of
+    work at 8 GPUs); at 100 s a worker on machine 1 turns 4x slower for 10,000 s, so the
+    synchronous job runs at a quarter of its pace. Stop-free scaling (EDL Tables 2-3 defaults)."""
+    from clustersim.simulator import faults, overhead
+
+    fm = faults.make({"enabled": True})
+    spec = gpu_job("a", 0.0, 8, 2000.0, work=16000.0, min_gpus=4, max_gpus=8)
+    pol = Watch(policies.make("elastic_tiresias", thresholds=[1e12, 2e12], remove_stragglers=remove,
+                                     straggler_check_s=60.0))
+    seen = []
+    inner = pol.decide
+
+    def decide(view):
+        for jv in view.running.values():
+            seen.append((view.now, jv.slowest_task))
+        return inner(view)
+
+    pol.decide = decide
+    eng = Engine(jobs(spec), cluster(nodes=2, gpus=4), pol, overhead=overhead.make({"kind": "stop_free"}), faults=fm)
+    eng.at(100.0, lambda: fm.slow_task("a", "worker", 4.0, 10000.0, node=1))
+    rec = eng.run()
+    return rec, [(e["kind"], e["time"], e["gpus_after"]) for e in rec.events().to_pylist()], seen
+
+
+def test_straggler_removal_drops_the_slow_worker_and_grows_back_healthy():
+    rec, events, seen = straggler_run(remove=True)
+    # the policy sees the slow task from its first look after 100 s (every straggler_check_s = 60 s)
+    assert (120.0, ("worker", 1, 0.25)) in seen
+    # scale-in by one at 120 s (the leaving worker exits in EDL's 1.8 s), then expansion adds a
+    # healthy worker back as soon as the exit is done
+    assert [(k, t) for k, t, _ in events[:3]] == [("start", 0.0), ("scale_in", 120.0), ("scale_out", 121.8)]
+    assert [e for e in events if e[0] == "scale_in"] == [events[1]]
+    assert all(s is None for t, s in seen if t > 120.0)    # the straggler left with its worker
+    end = rec.states[0].end_time
+    slow_rec, slow_events, _ = straggler_run(remove=False)
+    assert [k for k, _, _ in slow_events] == ["start", "finish"]
+    # kept, the straggler holds the job at 1/4 pace from 100 s; training began after the start's
+    # 21 + 0.67 s (stop-free launch and pause, the default costs): 100 + (2000 - 78.33) x 4 s
+    assert slow_rec.states[0].end_time == pytest.approx(100.0 + (2000.0 - (100.0 - 21.0 - 2.0 / 3.0)) * 4, rel=1e-9)
+    assert end < 2200.0      # removed at 120 s: about 2000 s plus the short stop-free pauses

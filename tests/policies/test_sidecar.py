@@ -7,8 +7,10 @@ import pytest
 
 from clustersim import policies
 from clustersim.simulator import overhead
-from clustersim.simulator.engine import Engine
+from clustersim.simulator.engine import Engine, Observe
 from tests.factories import cluster, gpu_job, jobs
+
+DECLARED = Observe(declared_iterations=True)   # the jobs declare their iterations (§III-C)
 
 # ResNet's speed-up over one GPU (seed 003 §I): 1.7x on 2 GPUs, 2.4x on 4
 RESNET = {1: 1.0, 2: 1.7, 4: 2.4, 8: 2.5}
@@ -33,7 +35,8 @@ def case_study(policy, ov, start_cost: float):
     makespan and the JCTs from J1's training start."""
     j1 = gpu_job("j1", 0.0, 4, 633.0, work=633.0 * RESNET[4], min_gpus=2, max_gpus=4)
     j2 = gpu_job("j2", start_cost + 180.0, 2, 442.0, work=442.0 * RESNET[2])
-    rec = Engine(jobs(j1, j2), cluster(nodes=1, gpus=4), policy, speed=CountSpeed(RESNET), overhead=ov).run()
+    rec = Engine(jobs(j1, j2), cluster(nodes=1, gpus=4), policy, speed=CountSpeed(RESNET), overhead=ov,
+                 observe=DECLARED).run()
     ends = {s.spec.job_id: s.end_time for s in rec.states}
     return max(ends.values()) - start_cost, {j: e - (start_cost if j == "j1" else start_cost + 180) for j, e in ends.items()}
 
@@ -96,7 +99,7 @@ def test_algorithm1_picks_the_lowest_predicted_makespan():
                  gpu_job("c", 100, 4, 1.0, work=1200.0, min_gpus=1, max_gpus=4))
     pol = Spy(policies.make("sidecar", container_init_s=10.0, process_restart_base_s=0.0,
                             process_restart_per_gpu_s=0.0))
-    Engine(specs, cluster(nodes=1, gpus=8), pol, speed=speed, overhead=overhead.ConstantOverhead()).run()
+    Engine(specs, cluster(nodes=1, gpus=8), pol, speed=speed, overhead=overhead.ConstantOverhead(), observe=DECLARED).run()
     t, plan = pol.plans["c"]
     assert t == 100 and (plan.gpus, plan.victim, plan.removed) == (4, "a", 2)
     assert pol.plans["a"][1].gpus == 4 and pol.plans["b"][1].gpus == 2
@@ -108,7 +111,7 @@ def test_termination_starts_small_and_adds_one_option_step_at_a_time():
     pod = _overhead("pod_restart", **POD)
     specs = jobs(gpu_job("a", 0, 4, 1.0, work=1e5, min_gpus=1, max_gpus=8))
     rec = Engine(specs, cluster(nodes=1, gpus=8), policies.make("sidecar_termination"),
-                 speed=CountSpeed({1: 1.0, 2: 1.8, 4: 3.0, 8: 4.0}), overhead=pod).run()
+                 speed=CountSpeed({1: 1.0, 2: 1.8, 4: 3.0, 8: 4.0}), overhead=pod, observe=DECLARED).run()
     steps = [(e["kind"], e["gpus_after"]) for e in rec.events().to_pylist() if e["kind"] != "finish"]
     assert steps == [("start", 1), ("scale_out", 2), ("scale_out", 4), ("scale_out", 8)]
 
@@ -135,4 +138,77 @@ def test_every_sidecar_job_type_has_its_profile():
     for model, _, data in JOB_SET_ONE + JOB_SET_TWO:
         assert zoo.match(SIDECAR_PROFILES[model, data], "gpu").name == SIDECAR_PROFILES[model, data]
     cols = sidecar_jobs(np.random.default_rng(0), "W3")
-    assert set(cols["model"]) <= set(SIDECAR_PROFILES.values()) and "vgg16" in set(SIDECAR_PROFILES.values())
+    assert set(cols["model"]) <= set(SIDECAR_PROFILES.values()) and "sidecar_vgg16" in set(cols["model"])
+
+
+def test_table4_gpu_types_are_the_profiles_speeds():
+    """Table IV (job type 0, 1 GPU): P100 0.25/0.18 and 1080Ti 0.31/0.18 the V100's iteration time,
+    K80 not profiled (runs at V100's speed); every SideCar job type at every GPU count (speed_by_type)."""
+    from dataclasses import replace
+
+    from clustersim.simulator.cluster import Cluster, NodeGroup
+    from clustersim.simulator.profiles import load
+    from clustersim.traces.synthetic import SIDECAR_PROFILES
+
+    zoo = load()
+    cl = Cluster([NodeGroup(1, 8, 64, 512, gpu_type=t) for t in ("V100", "P100", "1080Ti", "K80")])
+    for profile in SIDECAR_PROFILES.values():
+        spec = replace(gpu_job("j", 0, 1, 1.0, min_gpus=1, max_gpus=8), profile=profile, batch_size=128)
+        for n in (1, 2, 4, 8):
+            t = [1.0 / zoo.speed.rate(spec, {"worker": {h: n}}, cl) for h in range(4)]
+            assert t[1] / t[0] == pytest.approx(0.25 / 0.18, rel=1e-4), (profile, n)
+            assert t[2] / t[0] == pytest.approx(0.31 / 0.18, rel=1e-4), (profile, n)
+            assert t[3] == t[0], (profile, n)
+
+
+def test_predictions_use_the_speed_the_engine_trains_at():
+    """On a V100 + P100 cluster SideCar predicts each host's iteration time from the job's profile
+    on that host's GPU type: the engine's own speed, so a P100 host predicts 1.389x V100's."""
+    from dataclasses import replace
+
+    from clustersim.simulator.cluster import Cluster, NodeGroup
+    from clustersim.simulator.profiles import load
+
+    zoo = load()
+    cl = Cluster([NodeGroup(1, 8, 64, 512, gpu_type="V100"), NodeGroup(1, 8, 64, 512, gpu_type="P100")])
+    spec = replace(gpu_job("j", 0, 2, 1.0, work=5000.0, min_gpus=1, max_gpus=8), profile="resnet18", batch_size=64)
+    pol = policies.make("sidecar")
+    seen = []
+
+    class Probe:
+        name, oracle = pol.name, pol.oracle
+
+        def reset(self, view):
+            pol.reset(view)
+
+        def decide(self, view):
+            for jv in [*view.pending.values(), *view.running.values()]:
+                seen.append([pol.t_iter(jv, n, h, view) for h in (0, 1) for n in (1, 4)])
+            return pol.decide(view)
+
+    Engine(jobs(spec), cl, Probe(), speed=zoo.speed, overhead=overhead.ConstantOverhead()).run()
+    truth = [1.0 / zoo.speed.rate(spec, {"worker": {h: n}}, cl) for h in (0, 1) for n in (1, 4)]
+    assert seen and seen[0] == pytest.approx(truth, rel=1e-12)
+    assert seen[0][2] / seen[0][0] == pytest.approx(0.25 / 0.18, rel=1e-4)
+
+
+def test_sidecar_reads_declared_iterations_not_ground_truth():
+    """Not an oracle: the remaining iterations are the declared ones less those done; without a
+    declaration, the mean of the finished jobs of the model (else undeclared_iterations)."""
+    from clustersim.simulator.job import JobState
+    from clustersim.simulator.view import JobView, Observer
+
+    pol = policies.make("sidecar", undeclared_iterations=500.0)
+    assert not pol.oracle and "oracle" not in pol.tags
+    obs = Observer()
+    spec = gpu_job("a", 0, 2, 1.0, work=1200.0, model="resnet18")
+    assert pol.remaining(JobView(JobState(spec), obs, False, 1200.0)) == 1200.0
+    undeclared = JobView(JobState(spec), obs, False)
+    with pytest.raises(Exception):
+        undeclared.total_work            # ground truth stays hidden
+    pol.sizes = {}
+    assert pol.remaining(undeclared) == 500.0
+    pol.sizes = {"resnet18": [3000.0, 2], None: [4000.0, 4]}
+    assert pol.remaining(undeclared) == 1500.0
+    pol.sizes = {"vgg16": [3000.0, 1], None: [3000.0, 1]}
+    assert pol.remaining(undeclared) == 3000.0
