@@ -58,8 +58,7 @@ def test_jobs_without_a_model_get_a_seeded_uniform_draw_from_the_pool():
     assert a == b and a != c
     counts = collections.Counter(a)
     assert set(counts) == set(ASSIGN.pool["gpu"])
-    mean = len(a) / len(counts)                                      # roughly uniform over the pool, 260 jobs
-    assert mean / 3 < min(counts.values()) and max(counts.values()) < 3 * mean
+    assert max(counts.values()) < 3 * min(counts.values())          # roughly uniform over 9 models, 260 jobs
 
 
 def test_unknown_model_names_are_drawn_or_rejected_by_config():
