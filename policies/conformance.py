@@ -51,6 +51,7 @@ import traceback
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 
@@ -528,7 +529,9 @@ def _check_outputs(rec, case: Case, tags: frozenset[str]) -> None:
             continue
         spec = specs[jid]
         if "elastic" in tags:
-            bound, what = _fastest(spec, case), "at the fastest rate its bounds allow"
+            bound, what = _fastest(spec, case, elastic=True), "at the fastest rate its bounds allow"
+        elif _typed(spec, case):   # its duration holds on one GPU type; another type may be faster
+            bound, what = _fastest(spec, case, elastic=False), "alone at its request on its fastest GPU type"
         else:
             bound, what = spec.duration, "alone at its request"
         # tolerance: relative to the bound, plus the rounding of end - submit at the clock's magnitude
@@ -536,17 +539,30 @@ def _check_outputs(rec, case: Case, tags: frozenset[str]) -> None:
             raise _Violation("jct", f"job {jid!r} finished in {jct!r} s, faster than the {bound!r} s it takes {what}")
 
 
-def _fastest(spec: JobSpec, case: Case) -> float:
-    """The job's work over its fastest rate: every task count its bounds allow, all on one node."""
+def _typed(spec: JobSpec, case: Case) -> bool:
+    """Whether the job's speed depends on the GPU types the case's cluster has."""
+    return case.zoo and bool(_zoo().profile(spec.profile).by_type) and len(_gpu_types(case)) > 1
+
+
+def _gpu_types(case: Case) -> list[str]:
+    return sorted({g.gpu_type for g in case.groups})
+
+
+def _fastest(spec: JobSpec, case: Case, elastic: bool) -> float:
+    """The job's work over its fastest rate, all on one node of any of the case's GPU types: at
+    every task count its bounds allow (``elastic``), else at its request."""
     if case.zoo:
         speed = _zoo().speed
     else:
         from clustersim.simulator.speed import LinearSpeed
         speed = LinearSpeed()
+    counts_of = (lambda r: range(r.min_count, r.max_count + 1)) if elastic else (lambda r: (r.count,))
     best = 0.0
-    for counts in itertools.product(*(range(r.min_count, r.max_count + 1) for r in spec.roles)):
-        alloc = {r.name: {0: n} for r, n in zip(spec.roles, counts) if n}
-        best = max(best, speed.rate(spec, alloc, None))
+    for kind in _gpu_types(case):
+        one_node = SimpleNamespace(gpu_type=[kind])
+        for counts in itertools.product(*(counts_of(r) for r in spec.roles)):
+            alloc = {r.name: {0: n} for r, n in zip(spec.roles, counts) if n}
+            best = max(best, speed.rate(spec, alloc, one_node))
     return spec.total_work / best if best > 0 else math.inf
 
 

@@ -93,7 +93,7 @@ class Assignment:
         zoo = profiles.load(cfg.get("files"))
         pool = {k: list(v) for k, v in (cfg.get("pool") or {}).items()}
         for family in ("gpu", "ps"):
-            pool.setdefault(family, zoo.names(family))
+            pool.setdefault(family, zoo.pool(family))
         return cls(zoo, pool, cfg.get("unknown", "random"), cfg.get("convergence"))
 
 

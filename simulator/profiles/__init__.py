@@ -69,6 +69,7 @@ class Profile:
     source: str = ""
     by_type: dict = field(default_factory=dict)        # gpu type (lower case) -> Profile with that type's speed
     app: object = None                                 # goodput.Application (speed kind goodput)
+    pooled: bool = True                                # drawn for jobs without a model (``pool: false``: not)
     _aware: bool | None = None                         # placement_aware, once known
 
     def for_type(self, gpu_type: str | None) -> "Profile":
@@ -153,6 +154,11 @@ class Zoo:
 
     def names(self, family: str | None = None) -> list[str]:
         return sorted(n for n, p in self.profiles.items() if family in (None, p.family))
+
+    def pool(self, family: str) -> list[str]:
+        """The profiles a job of ``family`` without a model is drawn from by default: all but
+        those marked ``pool: false`` (copies of a model with another testbed's GPU types)."""
+        return [n for n in self.names(family) if self.profiles[n].pooled]
 
     def usage(self, spec: JobSpec, alloc) -> dict[str, tuple[float, float]]:
         """Per-task (CPU cores, GB) each role of a running job uses: the profile's per-task
@@ -253,12 +259,15 @@ def _build(name: str, raw: dict, built: dict, chain: tuple) -> Profile:
         costs = ModelCosts.from_dict(body.get("overhead"), where)
     except ValueError as e:
         raise ProfileError(str(e)) from None
+    pooled = body.get("pool", True)
+    if not isinstance(pooled, bool):
+        raise ProfileError(f"{where}: pool must be true or false, got {pooled!r}")
     dataset = body.get("dataset_size")
     if dataset is not None and (not isinstance(dataset, (int, float)) or dataset <= 0):
         raise ProfileError(f"{where}: dataset_size must be a number > 0 (samples per epoch), got {dataset!r}")
     prof = Profile(name=name, family=family, batch_size=float(batch), speed_kind=speed["kind"], costs=costs,
                    tasks=body.get("tasks") or {}, convergence=_convergence(body.get("convergence"), where),
-                   aliases=tuple(body.get("aliases") or ()), dataset_size=None if dataset is None else float(dataset),
+                   aliases=tuple(body.get("aliases") or ()), dataset_size=None if dataset is None else float(dataset), pooled=pooled,
                    source=str(path.name))
     if speed["kind"] is not None:
         SPEED_KINDS.get(speed["kind"]).obj.build(prof, speed, raw, built, chain + (name,), where)
