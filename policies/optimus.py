@@ -429,6 +429,7 @@ class Optimus(Policy):
         self.active: dict[str, JobView] = {}
         self.cache: dict[str, dict] = {}   # job id -> fitted state (losses seen, samples, models)
         self.next_at = 0.0
+        self._node_size = None   # the largest server's capacity per resource (pre-run placement)
 
     # ------------------------------------------------------------------ the loop
     def decide(self, view: View) -> Decision:
@@ -461,6 +462,7 @@ class Optimus(Policy):
         eligible = [j for j in self.active.values() if j.submit_time + self.delay <= now + 1e-9]
         eligible.sort(key=lambda j: (j.submit_time, j.index))
         capacity = view.cluster.up_capacity()
+        self._node_size = view.cluster.capacity.max(axis=0) if len(view.cluster.capacity) else None
         plans = [Plan(j, self.estimate(j, view) if any(r.elastic for r in j.roles) else None, n)
                  for n, j in enumerate(eligible)]
         got = allocate(plans, capacity, divisor=self.divisor, on_no_fit=self.on_no_fit, max_tasks=self.max_tasks)
@@ -554,7 +556,7 @@ class Optimus(Policy):
         c = self.cache.setdefault(job.job_id, {})
         ps, worker = shape(job)
         if "prerun" not in c:
-            c["prerun"] = self._prerun(job, ps, worker)
+            c["prerun"] = self._prerun(job, ps, worker, self._node_size)
         samples = job.throughput_samples
         key = (len(samples), samples[-1].start if samples else None, samples[-1].end if samples else None)
         if c.get("speed_key") != key:
@@ -574,9 +576,10 @@ class Optimus(Policy):
                 c["rate"] = model
         return c["rate"]
 
-    def _prerun(self, job: JobView, ps, worker) -> list:
+    def _prerun(self, job: JobView, ps, worker, node_size=None) -> list:
         """§3.2/§6.1 pre-run: the job trained briefly at a few (p, w) settings (within its bounds),
-        each measured through the job's profiled speed."""
+        each measured through the job's profiled speed, on the fewest servers that hold the
+        setting (Theorem 1's placement; ``node_size``: the largest server's capacity per resource)."""
         out, seen = [], set()
         bound = {r.name: (r.min_count, r.max_count) for r in job.roles}
         for p, w in self.prerun:
@@ -589,7 +592,7 @@ class Optimus(Policy):
                 continue
             seen.add(x)
             try:
-                r = job.profiled.counts_rate(counts)
+                r = job.profiled.counts_rate(counts, _fewest_nodes(job, counts, node_size))
             except PolicyError:   # no speed model to profile with (a bare test engine)
                 return []
             if r > 0:
@@ -640,6 +643,18 @@ class OptimusOracle(Optimus):
     def schedule(self, view: View) -> dict:
         self._speed_model, self._cluster = view.clock.speed, view.clock.cluster
         return super().schedule(view)
+
+
+def _fewest_nodes(job: JobView, counts: dict, node_size) -> int:
+    """The fewest servers of ``node_size`` that hold ``counts`` of the job's tasks (1 unknown)."""
+    if node_size is None:
+        return 1
+    n = 1
+    for k in range(3):
+        need = sum(counts.get(r.name, 0) * r.demand[k] for r in job.roles)
+        if need > 0 and node_size[k] > 0:
+            n = max(n, math.ceil(need / node_size[k] - 1e-9))
+    return n
 
 
 def _same(a, b) -> bool:
