@@ -97,16 +97,19 @@ def shape(job: JobView) -> tuple[str | None, str]:
 
 # ---------------------------------------------------------------------------- Algorithm 1
 class Plan:
-    """One job in Algorithm 1: its task counts per role and its remaining-time model."""
+    """One job in Algorithm 1: its task counts per role and its remaining-time model. While
+    Algorithm 1 runs, the job's (p, w), remaining time ``t`` and per-role constants live in
+    slots (the hot loop reads no dicts); ``counts`` is written back at the end."""
 
-    __slots__ = ("job", "counts", "est", "ps", "worker", "t", "blocked", "seq")
+    __slots__ = ("job", "counts", "est", "ps", "worker", "t", "seq", "p", "w", "ups", "wup", "nxt")
 
     def __init__(self, job: JobView, est: Estimate | None, seq: int):
         self.job, self.est, self.seq = job, est, seq
         self.counts = {r.name: r.min_count for r in job.roles}
         self.ps, self.worker = shape(job)
-        self.blocked: set[str] = set()
         self.t = None
+        self.ups = self.wup = None   # (divisor, demand, cap) of the PS / worker role, None: not grown
+        self.nxt = None              # remaining time after the task the job is queued for
 
     def pw(self, counts=None) -> tuple[int, int]:
         c = self.counts if counts is None else counts
@@ -126,6 +129,10 @@ def allocate(plans: list[Plan], capacity, *, divisor: str = "share", on_no_fit: 
     (note §6 #12); then the task of largest Eq. 9 gain, while gains are positive. A task that
     no longer fits ends the loop (``stop``, the paper's "until some resource ... is used up")
     or only that role of that job (``skip``).
+
+    Cost: each added task evaluates the job's remaining time at its two next settings (the time
+    at the setting it moves to was computed when it was queued) and one heap operation
+    (``heapreplace``: the job's next task replaces its last at the top).
     """
     left = [float(x) + EPS for x in capacity]
     got = []
@@ -139,56 +146,96 @@ def allocate(plans: list[Plan], capacity, *, divisor: str = "share", on_no_fit: 
                 left[k] -= need[k]
             got.append(plan)
     heap = []
-    unit: dict = {}
+    shares: dict = {}   # dominant share per demand vector (jobs of one type share their demands)
     for plan in got:
         if plan.est is None:
             continue
         for r in plan.job.roles:
             if r.elastic and r.name in (plan.ps, plan.worker):
-                d = dominant_share(r.demand, capacity) if divisor == "share" else max(r.demand)
-                unit[(plan.seq, r.name)] = (d, r.demand, min(r.max_count, max_tasks or r.max_count))
-        p, w = plan.pw()
-        plan.t = plan.est.time(p, w)
-        _push(heap, plan, unit)
+                if divisor == "share":
+                    d = shares.get(r.demand)
+                    if d is None:
+                        d = shares[r.demand] = dominant_share(r.demand, capacity)
+                else:
+                    d = max(r.demand)
+                u = (d, r.demand, min(r.max_count, max_tasks or r.max_count))
+                if r.name == plan.ps:
+                    plan.ups = u
+                else:
+                    plan.wup = u
+        plan.p, plan.w = plan.pw()
+        plan.t = plan.est.time(plan.p, plan.w)
+        item = _next(plan)
+        if item is not None:
+            heap.append(item)
+    heapq.heapify(heap)   # keys (-gain, arrival, seq) are distinct: the same order as pushes
+    l0, l1, l2 = left
     while heap:
-        g, _, _, plan, role = heapq.heappop(heap)
-        if -g <= 0:
+        g, _, _, plan, is_ps = heap[0]
+        if g >= 0:
             break
-        d = unit[(plan.seq, role)][1]
-        if not (d[0] <= left[0] and d[1] <= left[1] and d[2] <= left[2]):
+        d = (plan.ups if is_ps else plan.wup)[1]
+        if not (d[0] <= l0 and d[1] <= l1 and d[2] <= l2):
             if on_no_fit == "stop":
                 break
-            plan.blocked.add(role)
-            _push(heap, plan, unit)
-            continue
-        left[0] -= d[0]
-        left[1] -= d[1]
-        left[2] -= d[2]
-        plan.counts[role] += 1
-        p, w = plan.pw()
-        plan.t = plan.est.time(p, w)
-        _push(heap, plan, unit)
+            if is_ps:   # that role of that job is blocked for the rest of the round
+                plan.ups = None
+            else:
+                plan.wup = None
+        else:
+            l0 -= d[0]
+            l1 -= d[1]
+            l2 -= d[2]
+            if is_ps:
+                plan.p += 1
+            else:
+                plan.w += 1
+            plan.t = plan.nxt
+        item = _next(plan)
+        if item is None:
+            heapq.heappop(heap)
+        else:
+            heapq.heapreplace(heap, item)
+    for plan in got:
+        if plan.est is not None:
+            if plan.ps:
+                plan.counts[plan.ps] = plan.p
+            plan.counts[plan.worker] = plan.w
     return got
 
 
-def _push(heap: list, plan: Plan, unit: dict) -> None:
-    """Push the job's best next task (Eq. 9: the larger of the PS and the worker gain; PS on ties,
-    note §6 #10), if it has one."""
-    best = None
-    p, w = plan.pw()
-    t = plan.t
-    for role, nxt in ((plan.ps, (p + 1, w)), (plan.worker, (p, w + 1))):
-        u = unit.get((plan.seq, role)) if role else None
-        if u is None or role in plan.blocked or plan.counts[role] >= u[2]:
-            continue
-        gain = t - plan.est.time(*nxt)
-        if math.isinf(t):
-            gain = math.inf if not math.isinf(plan.est.time(*nxt)) else 0.0
-        gain = gain / u[0] if u[0] > 0 else (math.inf if gain > 0 else 0.0)
-        if best is None or gain > best[0]:
-            best = (gain, role)
-    if best is not None:
-        heapq.heappush(heap, (-best[0], plan.job.submit_time, plan.seq, plan, best[1]))
+def _next(plan: Plan):
+    """The job's heap entry for its best next task (Eq. 9: the larger of the PS and the worker
+    gain, each per unit of the task's dominant share; PS on ties, note §6 #10), or None."""
+    t, p, w, est = plan.t, plan.p, plan.w, plan.est
+    q, rate = est.q, est.rate   # Estimate.time inlined: Q / f (Eq. 6)
+    best = tn = None
+    is_ps = False
+    u = plan.ups
+    if u is not None and p < u[2]:
+        f = rate(p + 1, w)
+        tn = q / f if f > 0 else math.inf
+        best, is_ps = _gain(t, tn, u[0]), True
+    u = plan.wup
+    if u is not None and w < u[2]:
+        f = rate(p, w + 1)
+        after = q / f if f > 0 else math.inf
+        gain = _gain(t, after, u[0])
+        if best is None or gain > best:
+            best, tn, is_ps = gain, after, False
+    if best is None:
+        return None
+    plan.nxt = tn
+    return (-best, plan.job.submit_time, plan.seq, plan, is_ps)
+
+
+def _gain(t: float, after: float, unit: float) -> float:
+    """Eq. 9 for one task: the drop of remaining time per unit of its dominant share."""
+    if t == math.inf:
+        gain = math.inf if after != math.inf else 0.0
+    else:
+        gain = t - after
+    return gain / unit if unit > 0 else (math.inf if gain > 0 else 0.0)
 
 
 # ---------------------------------------------------------------------------- Theorem 1
@@ -200,7 +247,7 @@ class NodeSet:
     clusters CPU jobs leave free GPUs' servers to GPU jobs (note §6 #15d)."""
 
     def __init__(self, free: np.ndarray, up, capacity: np.ndarray):
-        self.rows = [[float(x) for x in r] for r in free]
+        self.rows = np.asarray(free, dtype=float).tolist()
         self.up = [bool(u) for u in up]
         self.total = [0.0, 0.0, 0.0]
         self.heaps: tuple[list, list] = ([], [])   # (with GPUs, without)
@@ -216,7 +263,14 @@ class NodeSet:
         for h in heaps:
             heapq.heapify(h)
         self.heaps = heaps
-        self.total = [sum(self.rows[i][k] for h in heaps for _, i in h) for k in range(3)]
+        total = [0.0, 0.0, 0.0]
+        for h in heaps:
+            for _, i in h:
+                row = self.rows[i]
+                total[0] += row[0]
+                total[1] += row[1]
+                total[2] += row[2]
+        self.total = total
 
     def pop(self, gpu_first: bool) -> int | None:
         a, b = self.heaps if gpu_first else self.heaps[::-1]
@@ -254,9 +308,15 @@ def _demand(role, tasks) -> tuple[float, float, float]:
 def _fits(row, demand) -> int:
     """Tasks of ``demand`` that fit in ``row``."""
     n = 1 << 30
-    for k in range(3):
-        if demand[k] > 0:
-            n = min(n, int((row[k] + EPS) // demand[k]))
+    g, c, m = demand
+    if g > 0:
+        n = int((row[0] + EPS) // g)
+    if c > 0:
+        x = int((row[1] + EPS) // c)
+        n = x if x < n else n
+    if m > 0:
+        x = int((row[2] + EPS) // m)
+        n = x if x < n else n
     return n
 
 
@@ -369,6 +429,7 @@ class Optimus(Policy):
         self.active: dict[str, JobView] = {}
         self.cache: dict[str, dict] = {}   # job id -> fitted state (losses seen, samples, models)
         self.next_at = 0.0
+        self._node_size = None   # the largest server's capacity per resource (pre-run placement)
 
     # ------------------------------------------------------------------ the loop
     def decide(self, view: View) -> Decision:
@@ -401,6 +462,7 @@ class Optimus(Policy):
         eligible = [j for j in self.active.values() if j.submit_time + self.delay <= now + 1e-9]
         eligible.sort(key=lambda j: (j.submit_time, j.index))
         capacity = view.cluster.up_capacity()
+        self._node_size = view.cluster.capacity.max(axis=0) if len(view.cluster.capacity) else None
         plans = [Plan(j, self.estimate(j, view) if any(r.elastic for r in j.roles) else None, n)
                  for n, j in enumerate(eligible)]
         got = allocate(plans, capacity, divisor=self.divisor, on_no_fit=self.on_no_fit, max_tasks=self.max_tasks)
@@ -494,7 +556,7 @@ class Optimus(Policy):
         c = self.cache.setdefault(job.job_id, {})
         ps, worker = shape(job)
         if "prerun" not in c:
-            c["prerun"] = self._prerun(job, ps, worker)
+            c["prerun"] = self._prerun(job, ps, worker, self._node_size)
         samples = job.throughput_samples
         key = (len(samples), samples[-1].start if samples else None, samples[-1].end if samples else None)
         if c.get("speed_key") != key:
@@ -514,9 +576,10 @@ class Optimus(Policy):
                 c["rate"] = model
         return c["rate"]
 
-    def _prerun(self, job: JobView, ps, worker) -> list:
+    def _prerun(self, job: JobView, ps, worker, node_size=None) -> list:
         """§3.2/§6.1 pre-run: the job trained briefly at a few (p, w) settings (within its bounds),
-        each measured through the job's profiled speed."""
+        each measured through the job's profiled speed, on the fewest servers that hold the
+        setting (Theorem 1's placement; ``node_size``: the largest server's capacity per resource)."""
         out, seen = [], set()
         bound = {r.name: (r.min_count, r.max_count) for r in job.roles}
         for p, w in self.prerun:
@@ -529,7 +592,7 @@ class Optimus(Policy):
                 continue
             seen.add(x)
             try:
-                r = job.profiled.counts_rate(counts)
+                r = job.profiled.counts_rate(counts, _fewest_nodes(job, counts, node_size))
             except PolicyError:   # no speed model to profile with (a bare test engine)
                 return []
             if r > 0:
@@ -580,6 +643,18 @@ class OptimusOracle(Optimus):
     def schedule(self, view: View) -> dict:
         self._speed_model, self._cluster = view.clock.speed, view.clock.cluster
         return super().schedule(view)
+
+
+def _fewest_nodes(job: JobView, counts: dict, node_size) -> int:
+    """The fewest servers of ``node_size`` that hold ``counts`` of the job's tasks (1 unknown)."""
+    if node_size is None:
+        return 1
+    n = 1
+    for k in range(3):
+        need = sum(counts.get(r.name, 0) * r.demand[k] for r in job.roles)
+        if need > 0 and node_size[k] > 0:
+            n = max(n, math.ceil(need / node_size[k] - 1e-9))
+    return n
 
 
 def _same(a, b) -> bool:

@@ -71,6 +71,7 @@ class Profile:
     app: object = None                                 # goodput.Application (speed kind goodput)
     pooled: bool = True                                # drawn for jobs without a model (``pool: false``: not)
     _aware: bool | None = None                         # placement_aware, once known
+    locality: tuple | None = None                      # PS jobs: (inter/intra bandwidth, θ2 of Eq. 4, async)
 
     def for_type(self, gpu_type: str | None) -> "Profile":
         """The profile whose speed applies on ``gpu_type`` nodes: its own entry, else ``speed``."""
@@ -308,6 +309,7 @@ class _TableKind:
     def build(prof, speed, raw, built, chain, where):
         if prof.family == "ps":
             prof.model = _grid(speed, where)
+            prof.locality = _locality(speed, prof, where)
             return
         prof.gpus_per_node = int((speed.get("fit") or {}).get("gpus_per_node", 8))
         if not speed.get("table"):
@@ -319,7 +321,10 @@ class _TableKind:
         batch = prof.batch(spec)
         if prof.family == "ps":
             p, w = counts.get("ps", 0), counts.get("worker", 0)
-            return float(prof.model.predict((p, w))[0]) / batch if p and w else 0.0
+            if not (p and w):
+                return 0.0
+            r = float(prof.model.predict((p, w))[0]) / batch
+            return _ps_placed(prof.locality, r, p, w, nodes) if prof.locality else r
         n = counts.get(scaling_role(spec), 0)
         if n == 0:
             return 0.0
@@ -368,6 +373,8 @@ class _PSAsyncKind:
         big_m, m = base.batch_size, prof.batch_size
         pts = [((float(p), float(w)), v / big_m) for (p, w), v in zip(base.model.keys, base.model.values)]
         theta0 = OptimusSpeed("sync", big_m).fit(pts).theta[0]
+        if base.locality:   # the same transfer (θ2·w/p of the sync fit) in each async step
+            prof.locality = (base.locality[0], base.locality[1], True)
         grid = {}
         for (p, w), steps in pts:
             t = 1.0 / steps + theta0 * (m - big_m / w)
@@ -470,6 +477,51 @@ def _grid(speed, where) -> TableSpeed:
     except (TypeError, KeyError, IndexError):
         raise ProfileError(f"{where}: speed.grid needs p, w and a p x w samples_per_s matrix") from None
     return TableSpeed(pts)
+
+
+def _locality(speed, prof, where) -> tuple | None:
+    """``speed.locality: {inter_bw, intra_bw}`` (MB/s between and within servers) of a PS grid:
+    (inter/intra, θ2 of Eq. 4 fitted to the grid, False): see ``_ps_placed``."""
+    loc = speed.get("locality")
+    if loc is None:
+        return None
+    try:
+        inter, intra = float(loc["inter_bw"]), float(loc["intra_bw"])
+    except (TypeError, KeyError, ValueError):
+        raise ProfileError(f"{where}: speed.locality needs inter_bw and intra_bw (MB/s)") from None
+    if not (inter > 0 and intra > 0):
+        raise ProfileError(f"{where}: speed.locality bandwidths must be > 0, got {loc!r}")
+    m = prof.batch_size
+    pts = [((p, w), v / m) for (p, w), v in zip(prof.model.keys, prof.model.values)]
+    return inter / intra, float(OptimusSpeed("sync", m).fit(pts).theta[2]), False
+
+
+def _ps_placed(locality, rate: float, p: int, w: int, nodes: int) -> float:
+    """A PS job's iterations/s with its ``p`` PS and ``w`` workers on ``nodes`` servers.
+
+    The measured grid is taken as every transfer crossing servers (each task on its own
+    server, as Kubernetes' default spreading places them: docs/policies/optimus.md). Optimus
+    §4.2/Appendix: a step's transfer time is that of the slowest side, (S/p)(w − w_k)/B on a
+    PS, (S/p)(p − p_k)/b on a worker, only traffic leaving a server counting; traffic within a
+    server moves at the intra-server bandwidth (DL2 trace.py's intra_bw). With equal bandwidth
+    at both ends (Fig. 10's example) and the tasks spread evenly over the n servers (Theorem 1;
+    only n is known here), the cross-server transfer is max(w − ⌊w/n⌋, p − ⌊p/n⌋) against
+    max(w, p) when every task is alone: a share x of the measured one (x = 1 with every task
+    on its own server, 0 on one server); the rest, 1 − x, moves within servers at
+    inter/intra (at most 1) of the time, so the transfer takes c = x + (1 − x)·min(1, inter/intra)
+    of its measured time: never less on fewer servers, as Theorem 1 proves. The transfer is
+    θ2·w/p of Eq. 4 fitted to the sync grid (transfer plus update, notes/optimus.md §2.3), at
+    most the step: the step shrinks by (1 − c) of it.
+    """
+    ratio, theta2, is_async = locality
+    n = max(1, min(nodes, p + w))
+    x = max(w - w // n, p - p // n) / max(w, p)
+    c = x + (1.0 - x) * min(ratio, 1.0)
+    if c == 1.0:
+        return rate
+    step = w / rate if is_async else 1.0 / rate   # async iterations are per-worker steps (Eq. 3)
+    saved = (1.0 - c) * min(theta2 * w / p, step)
+    return rate * step / (step - saved)
 
 
 def _optimus(speed, batch: float, where) -> OptimusSpeed:

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from clustersim import policies
-from clustersim.policies.optimus import Estimate, NodeSet, Plan, _push, allocate, place, optimus_rate
+from clustersim.policies.optimus import Estimate, NodeSet, Plan, _next, allocate, place, optimus_rate
 from clustersim.simulator.convergence import LossCurve, LossFitter, epochs_to_converge
 from clustersim.simulator.engine import Engine
 from clustersim.simulator.job import JobSpec, RoleSpec
@@ -38,17 +38,18 @@ CAPACITY = np.array([4.0, 20.0, 100.0])
 
 def test_eq9_gains_by_hand():
     a, b = two_jobs()
-    unit = {(0, "ps"): (0.1, PS.demand, 4), (0, "worker"): (0.25, WORKER.demand, 4),
-            (1, "ps"): (0.1, PS.demand, 4), (1, "worker"): (0.25, WORKER.demand, 4)}
     heap = []
     for plan in (a, b):
+        plan.ups, plan.wup = (0.1, PS.demand, 4), (0.25, WORKER.demand, 4)
+        plan.p, plan.w = 1, 1
         plan.t = plan.est.time(1, 1)
-        _push(heap, plan, unit)
+        heap.append(_next(plan))
     # A at (1,1): t = 12 * 1.5 = 18; one more PS: 12 * 1.25 = 15, gain 3 / 0.1 = 30;
     # one more worker: 12 * 1.0 = 12, gain 6 / 0.25 = 24 -> A's best is a PS, 30.
     # B at (1,1): t = 6; one more worker: 3, gain 3 / 0.25 = 12; a PS gains nothing.
-    got = sorted((round(-g, 9), plan.job.job_id, role) for g, _, _, plan, role in heap)
+    got = sorted((round(-g, 9), plan.job.job_id, "ps" if is_ps else "worker") for g, _, _, plan, is_ps in heap)
     assert got == [(12.0, "b", "worker"), (30.0, "a", "ps")]
+    assert (a.nxt, b.nxt) == (15.0, 3.0)   # the remaining time after the queued task
 
 
 @pytest.mark.parametrize("mode, expect", [("skip", {"a": (4, 2), "b": (1, 2)}), ("stop", {"a": (3, 2), "b": (1, 2)})])

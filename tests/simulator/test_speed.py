@@ -144,8 +144,26 @@ def test_measured_gpu_tables_are_reproduced_at_their_points():
 
 def test_ps_grid_profile_gives_steps_per_second():
     spec = gpu_job("j", 0, 1, 1.0, profile="resnext110")
-    assert ZOO.speed.rate(spec, {"ps": {0: 3}, "worker": {0: 5}}, None) == pytest.approx(270.4 / 128)
+    spread = {"ps": {0: 1, 1: 1, 2: 1}, "worker": {i: 1 for i in range(3, 8)}}   # every task on its own node
+    assert ZOO.speed.rate(spec, spread, None) == pytest.approx(270.4 / 128)
     assert ZOO.speed.rate(spec, {"worker": {0: 5}}, None) == 0.0
+    # packed on one node, part of the transfer moves within it: faster than measured (spread)
+    assert ZOO.speed.rate(spec, {"ps": {0: 3}, "worker": {0: 5}}, None) > 270.4 / 128
+
+
+def test_ps_locality_by_hand():
+    """inter/intra 0.5, transfer θ2·w/p = 0.1 s of a 1 s step (2 PS, 2 workers). On 2 nodes (one
+    PS and one worker each) half the traffic crosses: c = 0.5 + 0.5 x 0.5 = 0.75, the step loses
+    0.025 s; on 4 nodes all of it crosses (the grid's own speed); on 1 node c = 0.5, it loses 0.05 s.
+    Async counts per-worker steps: 2 steps/s is a 1 s step each."""
+    from clustersim.simulator.profiles import _ps_placed
+    assert _ps_placed((0.5, 0.1, False), 1.0, 2, 2, 2) == pytest.approx(1 / 0.975)
+    assert _ps_placed((0.5, 0.1, False), 1.0, 2, 2, 4) == 1.0
+    assert _ps_placed((0.5, 0.1, False), 1.0, 2, 2, 1) == pytest.approx(1 / 0.95)
+    assert _ps_placed((0.5, 0.1, True), 2.0, 2, 2, 1) == pytest.approx(2 / 0.95)
+    assert _ps_placed((1.4, 0.1, False), 1.0, 2, 2, 1) == 1.0   # intra no faster than inter: no gain
+    # 1 PS, 4 workers on 2 nodes: PS side max(4 - 2, 1 - 0) / 4 = 0.5 crosses, the rest is free
+    assert _ps_placed((0.0, 0.25, False), 1.0, 1, 4, 2) == pytest.approx(1 / 0.5)
 
 
 def test_linear_speed_is_unchanged():

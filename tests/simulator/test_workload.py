@@ -78,8 +78,12 @@ def test_ps_jobs_get_ps_profiles():
     a, b = build_jobs(table, "t", ASSIGN)
     assert a.profile == "resnet50_ps"
     assert b.profile in ASSIGN.pool["ps"]
-    rate = a.total_work / 100.0 * 32                      # samples/s at p=2, w=4: inside the measured cell
-    assert min(13.9, 10.9, 35.1, 28.8) < rate < max(13.9, 10.9, 35.1, 28.8)
+    prof = ASSIGN.zoo.profile("resnet50_ps")
+    spread = prof.rate(a, {"ps": 2, "worker": 4}, 6) * 32   # samples/s at p=2, w=4, every task alone:
+    assert min(13.9, 10.9, 35.1, 28.8) < spread < max(13.9, 10.9, 35.1, 28.8)   # inside the measured cell
+    # the duration is at the request packed on one node, where part of the PS traffic stays local
+    assert a.total_work / 100.0 == pytest.approx(prof.rate(a, {"ps": 2, "worker": 4}, 1))
+    assert a.total_work / 100.0 * 32 > spread
 
 
 def test_iterations_without_duration_get_the_duration_of_their_profile():
@@ -112,7 +116,9 @@ def test_jobs_without_duration_or_iterations_are_sized_by_their_loss_curve():
     assert a.profile == "seq2seq" and a.curve is not None
     assert a.curve.iters_per_epoch == pytest.approx(1_000_000 / 64)             # Optimus Table 1 / batch
     assert a.total_work == pytest.approx(a.curve.epochs * a.curve.iters_per_epoch)
-    assert a.duration == pytest.approx(a.total_work / (276.7 / 64))              # measured (1 PS, 1 worker)
+    one_node = ASSIGN.zoo.profile("seq2seq").rate(a, {"ps": 1, "worker": 1}, 1)
+    assert one_node > 276.7 / 64                  # measured (1 PS, 1 worker, spread); faster on one node
+    assert a.duration == pytest.approx(a.total_work / one_node)
     (st,) = run_alone([a], cl)
     assert st.end_time == pytest.approx(a.duration, rel=1e-9)                    # done at its convergence epoch
     assert len(a.curve.observations(st.progress)) == a.curve.epochs
@@ -140,4 +146,6 @@ def test_the_synthetic_optimus_workload_is_sized_by_convergence_and_keeps_its_du
     for spec in build_jobs(table, "optimus", frac, cl, seed=0):
         assert spec.curve is not None and spec.total_work > 0 and spec.profile in frac.pool["ps"]
         (st,) = Engine([spec], cl, Fifo(), speed=frac.zoo.speed, progress=False).run().states
-        assert st.end_time - spec.submit_time == pytest.approx(spec.duration, rel=1e-9)
+        # the duration is at the request as workload.packed places it; Fifo's first fit may span
+        # another number of servers, and a PS job's speed depends on it (profile speed.locality)
+        assert st.end_time - spec.submit_time == pytest.approx(spec.duration, rel=0.05)
