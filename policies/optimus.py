@@ -635,7 +635,7 @@ class OptimusOracle(Optimus):
                     if ps:
                         counts[ps] = p
                     counts[worker] = w
-                    r = memo[(p, w)] = exact.counts_rate(counts)
+                    r = memo[(p, w)] = exact.counts_rate(counts, _fewest_nodes(job, counts, self._node_size))
                 return r
             c["truth"] = rate
         return c["truth"]
