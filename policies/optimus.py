@@ -405,7 +405,7 @@ class Optimus(Policy):
     tags = frozenset({"elastic", "multi-resource", "ps"})
 
     def __init__(self, interval: Positive = 1200.0, event_driven: bool = False,
-                 threshold: Annotated[float, Range(gt=0)] = 0.01, loose_threshold: NonNegative = 0.03,
+                 threshold: Annotated[float, Range(gt=0)] | None = None, loose_threshold: NonNegative = 0.03,
                  relative: bool = False, patience: PositiveCount = 5,
                  overestimate: Annotated[float, Range(ge=1)] = 1.05, prior_epochs: Positive = 20.0,
                  prerun: list[list[int]] | None = None, prerun_s: NonNegative = 30.0,
@@ -414,8 +414,9 @@ class Optimus(Policy):
                  prediction_error: Fraction = 0.0, error_on: Literal["both", "convergence", "speed"] = "both",
                  seed: Count = 0):
         self.interval, self.event_driven = float(interval), event_driven
-        self.threshold, self.relative, self.patience = float(threshold), relative, int(patience)
-        self.loose = float(loose_threshold) if loose_threshold > threshold else None
+        self.threshold = None if threshold is None else float(threshold)   # None: each job owner's (§3.1)
+        self.relative, self.patience = relative, int(patience)
+        self.loose = float(loose_threshold) or None
         self.overestimate, self.prior_epochs = float(overestimate), float(prior_epochs)
         self.prerun = tuple(tuple(int(x) for x in s) for s in (PRERUN if prerun is None else prerun))
         if any(len(s) != 2 or min(s) < 1 for s in self.prerun):
@@ -543,8 +544,10 @@ class Optimus(Policy):
             if n >= 3:
                 try:
                     fit = LossFitter().fit(losses)
-                    epochs = fit.remaining_epochs(self.threshold, self.loose, self.relative, self.patience)
-                    early = self.loose is not None and n < fit.total_epochs(self.loose, self.relative, self.patience)
+                    delta = self.threshold if self.threshold is not None else job.convergence_threshold
+                    loose = self.loose if self.loose is not None and self.loose > delta else None
+                    epochs = fit.remaining_epochs(delta, loose, self.relative, self.patience)
+                    early = loose is not None and n < fit.total_epochs(loose, self.relative, self.patience)
                 except ValueError:
                     epochs = self.prior_epochs
             c["epochs"] = epochs * (self.overestimate if early else 1.0)

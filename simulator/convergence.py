@@ -55,6 +55,7 @@ class LossCurve:
     epochs: int                  # ground truth: epochs to convergence
     noise: float = 0.0           # relative standard deviation of an observed epoch loss
     seed: int = 0
+    threshold: float = 0.01      # the owner's convergence threshold (Optimus §3.1), known to policies
 
     def observations(self, iterations_done: float) -> np.ndarray:
         """Observed loss at the end of each epoch completed within ``iterations_done``."""
@@ -79,6 +80,10 @@ def assign_curves(jobs: list, assignment, rng: np.random.Generator, source: str 
     c = assignment.convergence or {}
     default = tuple(float(c.get("default_curve", {}).get(k, v)) for k, v in (("b0", 0.21), ("b1", 1.07), ("b2", 0.07)))
     threshold, relative = float(c.get("threshold", 0.01)), bool(c.get("relative", False))
+    top = c.get("threshold_max")   # Optimus §6.1: "we vary the convergence threshold of jobs between 1% and 2%"
+    top = threshold if top is None else float(top)
+    if top < threshold:
+        raise ValueError(f"profile.convergence.threshold_max ({top!r}) must be >= threshold ({threshold!r})")
     patience, noise, jitter = int(c.get("patience", 5)), float(c.get("noise", 0.02)), float(c.get("jitter", 0.2))
     fraction = float(c.get("dataset_fraction", 1.0))
     if not 0 < fraction <= 1:
@@ -91,7 +96,8 @@ def assign_curves(jobs: list, assignment, rng: np.random.Generator, source: str 
         prof = assignment.zoo.profiles.get(spec.profile)
         base = tuple(prof.convergence[k] for k in ("b0", "b1", "b2")) if prof and prof.convergence else default
         b = tuple(float(x) for x in np.asarray(base) * np.exp(jitter * rng.standard_normal(3)))
-        epochs = epochs_to_converge(b, threshold, relative, patience)
+        delta = threshold if top == threshold else float(rng.uniform(threshold, top))
+        epochs = epochs_to_converge(b, delta, relative, patience)
         if spec.total_work > 0:
             per_epoch = spec.total_work / epochs
         elif prof is not None and prof.dataset_size:
@@ -100,7 +106,7 @@ def assign_curves(jobs: list, assignment, rng: np.random.Generator, source: str 
         else:
             raise TraceError(f"{source}: row {spec.index} (job {spec.job_id!r}): no duration or iterations, and "
                              f"profile {spec.profile!r} has no dataset_size to size it by its loss curve")
-        out.append(replace(spec, curve=LossCurve(b, per_epoch, epochs, noise, int(rng.integers(2**62)))))
+        out.append(replace(spec, curve=LossCurve(b, per_epoch, epochs, noise, int(rng.integers(2**62)), delta)))
     return out
 
 

@@ -301,6 +301,12 @@ class JobView:
         curve = self._state.spec.curve
         return curve.iters_per_epoch if curve is not None else None
 
+    @property
+    def convergence_threshold(self) -> float | None:
+        """The loss-drop threshold the job's owner set for convergence (Optimus §3.1), if any."""
+        curve = self._state.spec.curve
+        return curve.threshold if curve is not None else None
+
     # --- ground truth, oracles only
     def _truth(self, what: str) -> JobSpec:
         if not self._oracle:

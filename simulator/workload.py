@@ -51,6 +51,7 @@ class ConvergenceConfig:
 
     enabled: bool = False
     threshold: Annotated[float, Range(gt=0)] = 0.01
+    threshold_max: Annotated[float, Range(gt=0)] | None = None   # per job uniform in [threshold, this]
     relative: bool = False
     patience: PositiveCount = 5
     noise: NonNegative = 0.02

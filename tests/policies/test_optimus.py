@@ -34,6 +34,7 @@ def two_jobs():
 
 
 CAPACITY = np.array([4.0, 20.0, 100.0])
+SEQ2SEQ = (0.21, 1.07, 0.07)   # Optimus Fig. 5
 
 
 def test_eq9_gains_by_hand():
@@ -176,3 +177,28 @@ def test_prediction_error_signs_are_seeded_per_job():
     fa = [a._error_factors(job(f"j{i}", float(i))) for i in range(20)]
     assert fa == [b._error_factors(job(f"j{i}", float(i))) for i in range(20)]
     assert {x for pair in fa for x in pair} == {0.8, 1.2}
+
+
+def test_remaining_time_aims_at_each_jobs_own_threshold():
+    """Two jobs with the same observed losses: the one whose owner set 2% has fewer epochs left than
+    the 1% one; a threshold given to the policy overrides both."""
+    from clustersim.simulator.job import JobState
+    from clustersim.simulator.view import JobView, Observer
+
+    def view(delta):
+        curve = LossCurve(SEQ2SEQ, 100.0, 60, 0.0, 0, delta)
+        st = JobState(JobSpec(index=0, job_id=f"d{delta}", submit_time=0.0, roles=(PS, WORKER),
+                              total_work=6000.0, duration=6000.0, curve=curve))
+        st.progress = 10 * 100.0    # 10 epochs seen
+        return JobView(st, Observer(), oracle=False)
+
+    pol = policies.make("optimus", loose_threshold=0.0)
+    pol.cache = {}
+    tight, loose = pol.remaining(view(0.01)), pol.remaining(view(0.02))
+    fit = LossFitter().fit(view(0.01).loss_observations)
+    assert tight == pytest.approx(fit.remaining_epochs(0.01, None, False, 5) * 100.0)
+    assert loose == pytest.approx(fit.remaining_epochs(0.02, None, False, 5) * 100.0)
+    assert loose < tight
+    fixed = policies.make("optimus", loose_threshold=0.0, threshold=0.01)
+    fixed.cache = {}
+    assert fixed.remaining(view(0.02)) == pytest.approx(tight)

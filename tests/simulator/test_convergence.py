@@ -132,3 +132,21 @@ def test_the_fit_needs_three_epochs_of_positive_losses():
         LossFitter().fit([1.0, 0.9])
     with pytest.raises(ValueError, match="finite losses > 0"):
         LossFitter().fit([1.0, 0.9, 0.0])
+
+
+def test_threshold_max_draws_each_jobs_own_threshold_which_its_owner_declares():
+    table = traces.read("elasticflow", "bundled:elasticflow/ef/195job.csv")
+    ranged = Assignment.from_config({"zoo": True, "convergence": {"enabled": True, "threshold": 0.01,
+                                                                  "threshold_max": 0.02}})
+    specs = build_jobs(table, "ef", ranged, seed=3)
+    deltas = [s.curve.threshold for s in specs]
+    assert all(0.01 <= d <= 0.02 for d in deltas) and len(set(deltas)) == len(specs)
+    assert deltas == [s.curve.threshold for s in build_jobs(table, "ef", ranged, seed=3)]   # seeded
+    for s in specs:   # each job converges at its own threshold
+        assert s.curve.epochs == epochs_to_converge(s.curve.b, s.curve.threshold, False, 5)
+    assert JobView(JobState(specs[0]), Clock(), oracle=False).convergence_threshold == deltas[0]
+    fixed = build_jobs(table, "ef", assignment(), seed=3)
+    assert {s.curve.threshold for s in fixed} == {0.01}
+    with pytest.raises(ValueError, match="threshold_max"):
+        build_jobs(table, "ef", Assignment.from_config({"zoo": True, "convergence": {
+            "enabled": True, "threshold": 0.02, "threshold_max": 0.01}}), seed=3)
