@@ -100,7 +100,7 @@ def report(cases: list[str], samples: dict, commit: str, args) -> None:
             note = base.get("error") or base.get("status") or work.get("error") or work.get("status")
             print(f"{case:<18} {'-':<19} {'':>12} {'':>12} {'':>10} {'':>16} {'':>5}  {note}")
             continue
-        for metric in (k for k in work if k != "n" and k in base):
+        for metric in (k for k in work if k in base and k.endswith(("_s", "_mib", "_us"))):   # not the counts
             target, status = verdict(case, metric, work[metric])
             ratio = work[metric] / base[metric] if base[metric] else float("nan")
             print(f"{case:<18} {metric:<19} {fmt(base[metric], metric):>12} {fmt(work[metric], metric):>12} "

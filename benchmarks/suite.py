@@ -108,10 +108,14 @@ def work_scale(policy: str, jobs: int) -> dict:
 def worker(case: str) -> dict:
     kind, *rest = case.split("-")
     if kind == "itp":
-        return work_itp(rest[0])
-    if kind == "scale":
-        return work_scale(rest[0], SCALES[rest[1]])
-    raise SystemExit(f"suite: no in-process work for case {case!r}")
+        out = work_itp(rest[0])
+    elif kind == "scale":
+        out = work_scale(rest[0], SCALES[rest[1]])
+    else:
+        raise SystemExit(f"suite: no in-process work for case {case!r}")
+    import clustersim   # which checkout's code ran: the parent checks it is the tree asked for
+
+    return {**out, "code": str(Path(clustersim.__file__).resolve().parent.parent)}
 
 
 # ---- the parent: subprocesses, their wall time and peak RSS ------------------------------------
@@ -165,6 +169,8 @@ def case_worker(case: str, tree: Path, timeout: float | None) -> dict:
     if r["rc"] != 0:
         return failed(r, case)
     figures = json.loads(r["output"].strip().splitlines()[-1])
+    if Path(figures["code"]) != tree:
+        return {"error": f"{case} ran the code of {figures['code']}, not of {tree}"}
     return {**figures, "peak_rss_mib": r["peak_rss_mib"], "process_s": r["wall_s"]}
 
 
