@@ -26,8 +26,9 @@ run: package
 test: package
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
+# the performance suite (docs/performance.md): BENCH_ARGS="--full" adds the 1M-job points (minutes)
 bench: package
-	$(BIN)/python benchmarks/elasticflow_fifo.py
+	$(BIN)/python benchmarks/suite.py $(BENCH_ARGS)
 
 # rerun the golden cases (tests/golden), print every figure that moved, rewrite summaries.json
 golden: package
