@@ -72,10 +72,8 @@ class _Call(Event):
     def __init__(self, env: simpy.Environment, delay: float, fn, priority: int = NORMAL):
         if not delay >= 0:
             raise ValueError(f"cannot schedule an event {delay!r} s in the past")
-        super().__init__(env)
-        self._ok = True
-        self._value = None
-        self.callbacks.append(fn)
+        # Event.__init__'s fields, set at once: one event per handled event is the hot path
+        self.env, self.callbacks, self._ok, self._value = env, [fn], True, None
         env.schedule(self, priority, delay)
 
 
@@ -381,14 +379,15 @@ class Engine:
 
     def _apply(self, wanted: dict[str, Allocation | None]) -> bool:
         changes = []
+        states, pending, running, transition = self.states, self.pending, self.running, self.overhead.transition
         for job_id, alloc in wanted.items():
-            st = self.states.get(job_id)
-            if st is None or (job_id not in self.pending and job_id not in self.running):
+            st = states.get(job_id)
+            if st is None or (job_id not in pending and job_id not in running):
                 raise PolicyError(f"{self._who}: job {job_id!r} is not pending or running")
             new = self._validated(st.spec, alloc)
             if new != st.allocation:
                 change = _classify(st, new)
-                tr = FREE if change in STOPS else self.overhead.transition(st.spec, change, st.allocation, new)
+                tr = FREE if change in STOPS else transition(st.spec, change, st.allocation, new)
                 changes.append((st, new, change, tr))
         for st, _, _, _ in changes:
             if st.allocation:
@@ -441,28 +440,31 @@ class Engine:
         left implicit) and check it against the job's roles, bounds and grants."""
         if not alloc:
             return EMPTY
-        new = {}
+        new, tasks = {}, {}
         for role, nodes in alloc.items():
             try:
                 r = spec.role(role)
             except KeyError:
                 raise PolicyError(f"{self._who}: job {spec.job_id!r} has no role {role!r}") from None
-            placed = {}
-            for n, c in nodes.items():
+            placed, n = {}, 0
+            for node, c in nodes.items():
                 if c != int(c) or c < 0:
                     raise PolicyError(f"{self._who}: job {spec.job_id!r} role {role!r} has {c!r} tasks on node "
-                                      f"{n}; task counts are integers >= 0")
+                                      f"{node}; task counts are integers >= 0")
                 if c:
-                    placed[int(n)] = int(c)
+                    placed[int(node)] = int(c)
+                    n += int(c)
             cpu, mem = getattr(nodes, "cpu", None), getattr(nodes, "mem", None)
-            for what, v in (("cpu", cpu), ("mem", mem)):
-                if v is not None and not (math.isfinite(v) and v >= 0):
-                    raise PolicyError(f"{self._who}: job {spec.job_id!r} role {role!r} grants {what}={v!r} "
-                                      "per task; it must be a finite number >= 0")
+            if cpu is not None or mem is not None:
+                for what, v in (("cpu", cpu), ("mem", mem)):
+                    if v is not None and not (math.isfinite(v) and v >= 0):
+                        raise PolicyError(f"{self._who}: job {spec.job_id!r} role {role!r} grants {what}={v!r} "
+                                          "per task; it must be a finite number >= 0")
             if placed:
                 new[role] = Tasks(placed, None if cpu == r.cpu else cpu, None if mem == r.mem else mem)
+                tasks[role] = n
         for r in spec.roles:
-            n = sum(new[r.name].values()) if r.name in new else 0
+            n = tasks.get(r.name, 0)
             if not r.min_count <= n <= r.max_count:
                 raise PolicyError(f"{self._who}: job {spec.job_id!r} role {r.name!r} gets {n} tasks; "
                                   f"it must run with {r.min_count}..{r.max_count} (gang)")
