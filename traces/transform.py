@@ -134,8 +134,13 @@ def oversize(table: pa.Table, capacity: np.ndarray, rule: str = "error") -> tupl
         raise TraceError(f"oversize must be one of {OVERSIZE}, got {rule!r}")
     fit = _Fit(capacity)
     bad, new_roles = [], []
+    fits: dict[tuple, bool] = {}   # jobs share a few role sets: each is checked once
     for job_id, rs in zip(table["job_id"].to_pylist(), table["roles"].to_pylist()):
-        if fit(rs, "count"):
+        key = tuple(tuple(r.values()) for r in rs)
+        ok = fits.get(key)
+        if ok is None:
+            ok = fits[key] = fit(rs, "count")
+        if ok:
             new_roles.append(rs)
             continue
         bad.append(job_id)
