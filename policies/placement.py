@@ -73,12 +73,12 @@ def _first_fit_role(free, role, count) -> dict[int, int] | None:
     nodes = range(len(free))
     if all((0.0 + EPS) / x < 1.0 for _, x in need):   # a node with nothing free of a resource holds no task
         nodes = compress(nodes, cols[0])
-    (_, x0), *rest = need
-    col0 = cols[0]
+    (_, x0), col0 = need[0], cols[0]
+    rest = [(col, x) for col, (_, x) in zip(cols[1:], need[1:])]
     placed, left = {}, count
     for node in nodes:
         per = (col0[node] + EPS) / x0
-        for col, (_, x) in zip(cols[1:], rest):
+        for col, x in rest:
             per = min(per, (col[node] + EPS) / x)
         fit = MAX_TASKS_PER_NODE if per >= MAX_TASKS_PER_NODE else math.floor(per)
         if fit > 0:

@@ -132,6 +132,7 @@ class Engine:
         self._wakeup_at: float | None = None
         self._lingering: dict[str, list] = {}   # job -> [(allocation, gpus)] a graceful scale-in still holds
         self._noise = component_rng(seed, "observe") if self.observe.throughput_noise > 0 else None
+        self._noise_block: list[float] = []   # draws of _noise ahead, last first (a block: the same sequence)
         self.recorder = Recorder(cluster)
         self.recorder.speed = self.speed   # for the efficiency metrics (metrics.efficiency)
         self._who = f"policy {getattr(policy, 'name', type(policy).__name__)!r}"
@@ -523,16 +524,16 @@ class Engine:
             new_rate *= st.factor
         # phases still ahead of an earlier change keep their own rates; what they were charged
         # against the old rate is refunded and charged again against the new one
-        leftover = self._refund(st)
-        phases = [(d, min(r, new_rate)) for d, r in leftover]
+        phases = [(d, min(r, new_rate)) for d, r in self._refund(st)] if st.phases else []
         phases += [(tr.prepare_s, min(old_rate, new_rate)), (tr.pause_s, 0.0)]
         lost = sum(d * (1.0 - r / new_rate) for d, r in phases)
         lingering = st.gpus - alloc_gpus(st.spec, st.allocation) if st.allocation else 0.0
         st.allocation, st.steady_rate = new, new_rate
         st.gpus = alloc_gpus(st.spec, new) + max(lingering, 0.0)
-        st.overhead_s += lost
-        st.overhead_gpu_s += lost * st.gpus
-        if change in (Change.START, Change.RESUME):
+        if lost:
+            st.overhead_s += lost
+            st.overhead_gpu_s += lost * st.gpus
+        if change is Change.START or change is Change.RESUME:
             st.status = Status.RUNNING
             st.waited += now - st.pending_since
             if st.first_start is None:
@@ -610,7 +611,9 @@ class Engine:
         if steady and st.rate > 0:
             noise = 1.0
             if self._noise is not None:
-                noise = max(1.0 + self.observe.throughput_noise * float(self._noise.standard_normal()), 0.01)
+                if not self._noise_block:
+                    self._noise_block = self._noise.standard_normal(1024).tolist()[::-1]
+                noise = max(1.0 + self.observe.throughput_noise * self._noise_block.pop(), 0.01)
             if samples is None:
                 samples = st.samples = []
             samples.append([now, None, st.rate * noise, st.allocation])
