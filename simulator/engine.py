@@ -390,17 +390,20 @@ class Engine:
                 change = _classify(st, new)
                 tr = FREE if change in STOPS else transition(st.spec, change, st.allocation, new)
                 changes.append((st, new, change, tr))
+        cluster = self.cluster
         for st, _, _, _ in changes:
             if st.allocation:
-                self.cluster.release(st.spec, st.allocation)
+                cluster.release(st.spec, st.allocation)
         for st, new, _, _ in changes:
             if new:
-                self.cluster.take(st.spec, new, self._who)
+                cluster.take(st.spec, new, self._who)
         handed = self._exit_gracefully(changes)
         for st, new, change, tr in changes:
             if new:
-                wait = max((handed.get(n, 0.0) for n in nodes_of(new) - nodes_of(st.allocation)), default=0.0)
-                self._reconfigure(st, new, change, _after(tr, wait))
+                if handed:
+                    wait = max((handed.get(n, 0.0) for n in nodes_of(new) - nodes_of(st.allocation)), default=0.0)
+                    tr = _after(tr, wait)
+                self._reconfigure(st, new, change, tr)
             else:
                 self._stop(st, change, StopReason.PREEMPTED, released=True)
         return bool(changes)
