@@ -28,6 +28,7 @@ from clustersim.simulator.job import JobSpec, RoleSpec
 from clustersim.simulator.params import NonNegative, PositiveCount, Range, check_params
 from clustersim.simulator.rng import component_rng
 from clustersim.simulator.errors import TraceError
+from clustersim.traces.schema import role_rows
 
 COLUMNS = ["job_id", "submit_time", "duration", "iterations", "roles", "tenant", "user", "model",
            "deadline", "priority", "batch_size", "gpu_type"]
@@ -99,17 +100,16 @@ class Assignment:
 
 def build_jobs(table: pa.Table, source: str = "trace", assignment: Assignment | None = None,
                cluster=None, seed: int = 0) -> list[JobSpec]:
-    cols = table.select(COLUMNS).to_pydict()
+    cols = [table.column(c).to_pylist() if c != "roles" else role_rows(table.column(c)) for c in COLUMNS]
     interned: dict[tuple, tuple[RoleSpec, ...]] = {}
     rng = component_rng(seed, "workload") if assignment else None
     rates: dict = {}   # (profile, batch, roles) -> rate at the requested allocation, placed packed
     jobs = []
-    for i, (job_id, submit, duration, iterations, rs, tenant, user, model, deadline, priority, batch, gpu_type) in \
-            enumerate(zip(*(cols[c] for c in COLUMNS))):
-        key = tuple(tuple(r.values()) for r in rs)
+    for i, (job_id, submit, duration, iterations, key, tenant, user, model, deadline, priority, batch, gpu_type) in \
+            enumerate(zip(*cols)):
         roles = interned.get(key)
         if roles is None:
-            roles = interned[key] = tuple(RoleSpec(**r) for r in rs)
+            roles = interned[key] = tuple(RoleSpec(*r) for r in key)
         fields = dict(index=i, job_id=job_id, submit_time=submit, roles=roles, total_work=iterations or duration or 0.0,
                       duration=duration, tenant=tenant, user=user, model=model, profile=model, deadline=deadline,
                       priority=priority, batch_size=batch, gpu_type=gpu_type)
