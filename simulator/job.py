@@ -100,15 +100,11 @@ class JobSpec:
     batch_size: int | None = None
     gpu_type: str | None = None
     curve: object | None = None   # simulator.convergence.LossCurve: ground truth, noisy epoch losses
-    _num_gpus: float = field(init=False, repr=False, compare=False)   # read at every decision: summed once
-
-    def __post_init__(self):
-        object.__setattr__(self, "_num_gpus", sum(r.count * r.gpu for r in self.roles))
 
     @property
     def num_gpus(self) -> float:
         """GPUs at the requested allocation."""
-        return self._num_gpus
+        return sum(r.count * r.gpu for r in self.roles)
 
     @property
     def rigid(self) -> bool:
