@@ -106,9 +106,12 @@ class Cluster:
         self.up = np.ones(len(caps), dtype=bool)
         self.up.setflags(write=False)     # set_up() keeps the cached totals right
         self.total = self.capacity.sum(axis=0)
+        self.total.setflags(write=False)
         self.used = [0.0, 0.0, 0.0]       # plain floats: updated per touched task, read per decision
         self._rows = [list(c) for c in caps]        # free resources per node, the truth take/release update
         self._caps = [tuple(c) for c in caps]
+        self._is_up = [True] * len(caps)  # plain bools: take checks them per touched node
+        self._total = self.total.tolist() # plain floats: free_gpus is read at every decision
         self._down = [0.0, 0.0, 0.0]      # capacity of the nodes that are down
 
     @property
@@ -117,11 +120,11 @@ class Cluster:
 
     @property
     def total_gpus(self) -> float:
-        return float(self.total[0])
+        return self._total[0]
 
     @property
     def free_gpus(self) -> float:
-        return float(self.total[0]) - self.used[0] - self._down[0]
+        return self._total[0] - self.used[0] - self._down[0]
 
     def set_up(self, node: int, up: bool) -> None:
         """A node goes down or comes back (its jobs must have released it before it goes down)."""
@@ -130,6 +133,7 @@ class Cluster:
         self.up.setflags(write=True)
         self.up[node] = up
         self.up.setflags(write=False)
+        self._is_up[node] = up
         sign = -1.0 if up else 1.0
         self._down = [d + sign * c for d, c in zip(self._down, self._caps[node])]
 
@@ -142,65 +146,63 @@ class Cluster:
 
     def up_capacity(self) -> np.ndarray:
         """Total resources of the nodes that are up."""
-        return self.total - np.array(self._down)
+        return np.array([t - d for t, d in zip(self._total, self._down)])
 
     def fits(self, spec: JobSpec) -> bool:
         """Whether the job's requested allocation could ever fit on the whole (empty) cluster."""
         return could_fit(self.capacity, [(r.demand, r.count) for r in spec.roles])
 
     def release(self, spec: JobSpec, alloc: Allocation) -> None:
-        used, rows = self.used, self._rows
+        used, rows, caps, free = self.used, self._rows, self._caps, self.free
         for role, nodes in alloc.items():
             d = task_demand(spec.role(role), nodes)
+            held = [(k, x) for k, x in enumerate(d) if x]
             for node, count in nodes.items():
-                row = rows[node]
-                for k in (0, 1, 2):
-                    if d[k]:
-                        row[k] += count * d[k]
-                        used[k] -= count * d[k]
-                self._sync(node)
+                row, cap = rows[node], caps[node]
+                for k, x in held:
+                    row[k] = _snap(row[k] + count * x, cap[k])
+                    used[k] -= count * x
+                free[node] = row
         self._snap_used()
 
     def take(self, spec: JobSpec, alloc: Allocation, who: str) -> None:
         """Place ``alloc``; raise CapacityError (naming ``who``, the job and node) if it does not fit."""
-        used, rows, up, n = self.used, self._rows, self.up, len(self._rows)
+        used, rows, caps, free, up, n = self.used, self._rows, self._caps, self.free, self._is_up, len(self._rows)
         for role, nodes in alloc.items():
             d = task_demand(spec.role(role), nodes)
+            held = [(k, x) for k, x in enumerate(d) if x]
             for node, count in nodes.items():
                 if not (0 <= node < n) or not up[node]:
                     raise CapacityError(f"{who}: job {spec.job_id!r} placed on node {node}, which is "
                                         f"{'down' if 0 <= node < n else 'not in the cluster'}")
-                row = rows[node]
-                for k in (0, 1, 2):
-                    if d[k] and count * d[k] - row[k] > EPS:
+                row, cap = rows[node], caps[node]
+                for k, x in held:
+                    if count * x - row[k] > EPS:
                         self.release(spec, _placed_before(alloc, role, node))
                         raise CapacityError(
-                            f"{who}: job {spec.job_id!r} role {role!r} asks for {count * d[k]:g} {RESOURCES[k]} "
+                            f"{who}: job {spec.job_id!r} role {role!r} asks for {count * x:g} {RESOURCES[k]} "
                             f"on node {node}, which has {row[k]:g} free")
-                for k in (0, 1, 2):
-                    if d[k]:
-                        row[k] -= count * d[k]
-                        used[k] += count * d[k]
-                self._sync(node)
+                for k, x in held:
+                    row[k] = _snap(row[k] - count * x, cap[k])
+                    used[k] += count * x
+                free[node] = row
         self._snap_used()
-
-    def _sync(self, node: int) -> None:
-        """Round the row's float dust away (repeated fractional takes and releases stay exact) and
-        copy it to the array policies read."""
-        row, cap = self._rows[node], self._caps[node]
-        for k in (0, 1, 2):
-            v = row[k]
-            if -EPS < v < EPS:
-                row[k] = 0.0
-            elif -EPS < v - cap[k] < EPS:
-                row[k] = cap[k]
-        self.free[node] = row
 
     def _snap_used(self) -> None:
         used = self.used
         for k in (0, 1, 2):
             if -EPS < used[k] < EPS:
                 used[k] = 0.0
+
+
+def _snap(v: float, cap: float) -> float:
+    """A node's free amount with float dust rounded away (repeated fractional takes and releases
+    stay exact): nothing, or the whole capacity, when within EPS of it."""
+    if -EPS < v < EPS:
+        return 0.0
+    if -EPS < v - cap < EPS:
+        return cap
+    return v
 
 
 def _placed_before(alloc: Allocation, stop_role: str, stop_node: int) -> dict:

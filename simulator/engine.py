@@ -73,10 +73,8 @@ class _Call(Event):
     def __init__(self, env: simpy.Environment, delay: float, fn, priority: int = NORMAL):
         if not delay >= 0:
             raise ValueError(f"cannot schedule an event {delay!r} s in the past")
-        super().__init__(env)
-        self._ok = True
-        self._value = None
-        self.callbacks.append(fn)
+        # Event.__init__'s fields, set at once: one event per handled event is the hot path
+        self.env, self.callbacks, self._ok, self._value = env, [fn], True, None
         env.schedule(self, priority, delay)
 
 
@@ -137,6 +135,7 @@ class Engine:
         self._wakeup_at: float | None = None
         self._lingering: dict[str, list] = {}   # job -> [(allocation, gpus)] a graceful scale-in still holds
         self._noise = component_rng(seed, "observe") if self.observe.throughput_noise > 0 else None
+        self._noise_block: list[float] = []   # draws of _noise ahead, last first (a block: the same sequence)
         self.recorder = Recorder(cluster)
         self.recorder.speed = self.speed   # for the efficiency metrics (metrics.efficiency)
         self._who = f"policy {getattr(policy, 'name', type(policy).__name__)!r}"
@@ -384,26 +383,30 @@ class Engine:
 
     def _apply(self, wanted: dict[str, Allocation | None]) -> bool:
         changes = []
+        states, pending, running, transition = self.states, self.pending, self.running, self.overhead.transition
         for job_id, alloc in wanted.items():
-            st = self.states.get(job_id)
-            if st is None or (job_id not in self.pending and job_id not in self.running):
+            st = states.get(job_id)
+            if st is None or (job_id not in pending and job_id not in running):
                 raise PolicyError(f"{self._who}: job {job_id!r} is not pending or running")
             new = self._validated(st.spec, alloc)
             if new != st.allocation:
                 change = _classify(st, new)
-                tr = FREE if change in STOPS else self.overhead.transition(st.spec, change, st.allocation, new)
+                tr = FREE if change in STOPS else transition(st.spec, change, st.allocation, new)
                 changes.append((st, new, change, tr))
+        cluster = self.cluster
         for st, _, _, _ in changes:
             if st.allocation:
-                self.cluster.release(st.spec, st.allocation)
+                cluster.release(st.spec, st.allocation)
         for st, new, _, _ in changes:
             if new:
-                self.cluster.take(st.spec, new, self._who)
+                cluster.take(st.spec, new, self._who)
         handed = self._exit_gracefully(changes)
         for st, new, change, tr in changes:
             if new:
-                wait = max((handed.get(n, 0.0) for n in nodes_of(new) - nodes_of(st.allocation)), default=0.0)
-                self._reconfigure(st, new, change, _after(tr, wait))
+                if handed:
+                    wait = max((handed.get(n, 0.0) for n in nodes_of(new) - nodes_of(st.allocation)), default=0.0)
+                    tr = _after(tr, wait)
+                self._reconfigure(st, new, change, tr)
             else:
                 self._stop(st, change, StopReason.PREEMPTED, released=True)
         return bool(changes)
@@ -444,28 +447,31 @@ class Engine:
         left implicit) and check it against the job's roles, bounds and grants."""
         if not alloc:
             return EMPTY
-        new = {}
+        new, tasks = {}, {}
         for role, nodes in alloc.items():
             try:
                 r = spec.role(role)
             except KeyError:
                 raise PolicyError(f"{self._who}: job {spec.job_id!r} has no role {role!r}") from None
-            placed = {}
-            for n, c in nodes.items():
+            placed, n = {}, 0
+            for node, c in nodes.items():
                 if c != int(c) or c < 0:
                     raise PolicyError(f"{self._who}: job {spec.job_id!r} role {role!r} has {c!r} tasks on node "
-                                      f"{n}; task counts are integers >= 0")
+                                      f"{node}; task counts are integers >= 0")
                 if c:
-                    placed[int(n)] = int(c)
+                    placed[int(node)] = int(c)
+                    n += int(c)
             cpu, mem = getattr(nodes, "cpu", None), getattr(nodes, "mem", None)
-            for what, v in (("cpu", cpu), ("mem", mem)):
-                if v is not None and not (math.isfinite(v) and v >= 0):
-                    raise PolicyError(f"{self._who}: job {spec.job_id!r} role {role!r} grants {what}={v!r} "
-                                      "per task; it must be a finite number >= 0")
+            if cpu is not None or mem is not None:
+                for what, v in (("cpu", cpu), ("mem", mem)):
+                    if v is not None and not (math.isfinite(v) and v >= 0):
+                        raise PolicyError(f"{self._who}: job {spec.job_id!r} role {role!r} grants {what}={v!r} "
+                                          "per task; it must be a finite number >= 0")
             if placed:
                 new[role] = Tasks(placed, None if cpu == r.cpu else cpu, None if mem == r.mem else mem)
+                tasks[role] = n
         for r in spec.roles:
-            n = sum(new[r.name].values()) if r.name in new else 0
+            n = tasks.get(r.name, 0)
             if not r.min_count <= n <= r.max_count:
                 raise PolicyError(f"{self._who}: job {spec.job_id!r} role {r.name!r} gets {n} tasks; "
                                   f"it must run with {r.min_count}..{r.max_count} (gang)")
@@ -524,16 +530,16 @@ class Engine:
             new_rate *= st.factor
         # phases still ahead of an earlier change keep their own rates; what they were charged
         # against the old rate is refunded and charged again against the new one
-        leftover = self._refund(st)
-        phases = [(d, min(r, new_rate)) for d, r in leftover]
+        phases = [(d, min(r, new_rate)) for d, r in self._refund(st)] if st.phases else []
         phases += [(tr.prepare_s, min(old_rate, new_rate)), (tr.pause_s, 0.0)]
         lost = sum(d * (1.0 - r / new_rate) for d, r in phases)
         lingering = st.gpus - alloc_gpus(st.spec, st.allocation) if st.allocation else 0.0
         st.allocation, st.steady_rate = new, new_rate
         st.gpus = alloc_gpus(st.spec, new) + max(lingering, 0.0)
-        st.overhead_s += lost
-        st.overhead_gpu_s += lost * st.gpus
-        if change in (Change.START, Change.RESUME):
+        if lost:
+            st.overhead_s += lost
+            st.overhead_gpu_s += lost * st.gpus
+        if change is Change.START or change is Change.RESUME:
             st.status = Status.RUNNING
             st.waited += now - st.pending_since
             if st.first_start is None:
@@ -611,7 +617,9 @@ class Engine:
         if steady and st.rate > 0:
             noise = 1.0
             if self._noise is not None:
-                noise = max(1.0 + self.observe.throughput_noise * float(self._noise.standard_normal()), 0.01)
+                if not self._noise_block:
+                    self._noise_block = self._noise.standard_normal(1024).tolist()[::-1]
+                noise = max(1.0 + self.observe.throughput_noise * self._noise_block.pop(), 0.01)
             if samples is None:
                 samples = st.samples = []
             samples.append([now, None, st.rate * noise, st.allocation])

@@ -73,16 +73,18 @@ class Recorder:
         """GPU-seconds per GPU type: close the job's last allocation at ``now``, open its new one."""
         seg = self._seg
         job = st.spec.job_id
-        since, held = seg.pop(job, (now, {}))
-        acc = self._by_type.setdefault(job, {})
-        for t, g in held.items():
-            acc[t] = acc.get(t, 0.0) + g * (now - since)
+        last = seg.pop(job, None)
+        if last is not None:
+            since, held = last
+            acc = self._by_type.setdefault(job, {})
+            for t, g in held.items():
+                acc[t] = acc.get(t, 0.0) + g * (now - since)
         if kind != "finish" and st.allocation:
-            held = {}
+            held, types = {}, self.cluster.gpu_type
             for role, nodes in st.allocation.items():
                 g = st.spec.role(role).gpu
                 for node, count in nodes.items():
-                    t = self.cluster.gpu_type[node]
+                    t = types[node]
                     held[t] = held.get(t, 0.0) + g * count
             seg[job] = (now, held)
 

@@ -47,7 +47,8 @@ class Transition:
     release_s: float = 0.0   # tasks a scale-in removes hold their resources this long
 
     def __post_init__(self):
-        if not all(x >= 0 and math.isfinite(x) for x in (self.prepare_s, self.pause_s, self.release_s)):
+        inf = math.inf   # finite and >= 0 (NaN fails too), without a generator: one per change
+        if not (0 <= self.prepare_s < inf and 0 <= self.pause_s < inf and 0 <= self.release_s < inf):
             raise ValueError(f"a transition's times must be finite and >= 0, got {self}")
 
 

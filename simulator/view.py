@@ -120,13 +120,14 @@ def _read_only(a: np.ndarray) -> np.ndarray:
 class JobView:
     """What a policy may observe of one job. Made once per job; reads the live state."""
 
-    __slots__ = ("_state", "_obs", "_oracle", "_declared")
+    __slots__ = ("_state", "_obs", "_oracle", "_declared", "_num_gpus")
 
     def __init__(self, state: JobState, observer: Observer, oracle: bool, declared_iterations: float | None = None):
         self._state = state
         self._obs = observer
         self._oracle = oracle
         self._declared = declared_iterations
+        self._num_gpus = state.spec.num_gpus   # read at every decision; the spec never changes
 
     # --- what the job's owner submitted
     @property
@@ -148,7 +149,7 @@ class JobView:
     @property
     def num_gpus(self) -> float:
         """GPUs at the requested allocation."""
-        return self._state.spec.num_gpus
+        return self._num_gpus
 
     @property
     def rigid(self) -> bool:

@@ -28,6 +28,7 @@ from clustersim.simulator.job import JobSpec, RoleSpec
 from clustersim.simulator.params import NonNegative, PositiveCount, Range, check_params
 from clustersim.simulator.rng import component_rng
 from clustersim.simulator.errors import TraceError
+from clustersim.traces.schema import role_rows
 
 COLUMNS = ["job_id", "submit_time", "duration", "iterations", "roles", "tenant", "user", "model",
            "deadline", "priority", "batch_size", "gpu_type"]
@@ -100,30 +101,26 @@ class Assignment:
 
 def build_jobs(table: pa.Table, source: str = "trace", assignment: Assignment | None = None,
                cluster=None, seed: int = 0) -> list[JobSpec]:
-    cols = table.select(COLUMNS).to_pydict()
+    cols = [table.column(c).to_pylist() if c != "roles" else role_rows(table.column(c)) for c in COLUMNS]
     interned: dict[tuple, tuple[RoleSpec, ...]] = {}
     rng = component_rng(seed, "workload") if assignment else None
     rates: dict = {}   # (profile, batch, roles) -> rate at the requested allocation, placed packed
     jobs = []
-    for i, job_id in enumerate(cols["job_id"]):
-        key = tuple(tuple(r.values()) for r in cols["roles"][i])
+    for i, (job_id, submit, duration, iterations, key, tenant, user, model, deadline, priority, batch, gpu_type) in \
+            enumerate(zip(*cols)):
         roles = interned.get(key)
         if roles is None:
-            roles = interned[key] = tuple(RoleSpec(**r) for r in cols["roles"][i])
-        duration, iterations, model = cols["duration"][i], cols["iterations"][i], cols["model"][i]
-        spec = JobSpec(
-            index=i, job_id=job_id, submit_time=cols["submit_time"][i], roles=roles,
-            total_work=iterations or duration or 0.0, duration=duration,
-            tenant=cols["tenant"][i], user=cols["user"][i], model=model, profile=model,
-            deadline=cols["deadline"][i], priority=cols["priority"][i], batch_size=cols["batch_size"][i],
-            gpu_type=cols["gpu_type"][i])
-        where = f"{source}: row {i} (job {job_id!r})"
+            roles = interned[key] = tuple(RoleSpec(*r) for r in key)
+        fields = dict(index=i, job_id=job_id, submit_time=submit, roles=roles, total_work=iterations or duration or 0.0,
+                      duration=duration, tenant=tenant, user=user, model=model, profile=model, deadline=deadline,
+                      priority=priority, batch_size=batch, gpu_type=gpu_type)
         if assignment is None:
             if duration is None:
-                raise TraceError(f"{where}: no duration, and no speed profile to turn its iterations into time")
+                raise TraceError(f"{source}: row {i} (job {job_id!r}): no duration, and no speed profile to turn "
+                                 "its iterations into time")
         else:
-            spec = _with_profile(spec, assignment, rng, cluster, rates, where)
-        jobs.append(spec)
+            _with_profile(fields, assignment, rng, cluster, rates, f"{source}: row {i} (job {job_id!r})")
+        jobs.append(JobSpec(**fields))
     if assignment and (assignment.curves_for_all or any(s.total_work == 0 for s in jobs)):
         from clustersim.simulator.convergence import assign_curves
         jobs = assign_curves(jobs, assignment, component_rng(seed, "convergence"), source, assignment.curves_for_all)
@@ -139,32 +136,36 @@ def family_of(roles) -> str:
     return "ps" if any(r.name == "ps" for r in roles) else "gpu"
 
 
-def _with_profile(spec: JobSpec, a: Assignment, rng, cluster, rates: dict, where: str) -> JobSpec:
-    family = family_of(spec.roles)
-    prof = a.zoo.match(spec.model, family)
+def _with_profile(fields: dict, a: Assignment, rng, cluster, rates: dict, where: str) -> None:
+    """Give the job (``fields``, a JobSpec's keywords, updated in place) its profile, and its work
+    or duration from the profile's rate at the requested allocation."""
+    family = family_of(fields["roles"])
+    prof = a.zoo.match(fields["model"], family)
     if prof is None:
-        if spec.model and a.unknown == "error":
-            raise TraceError(f"{where}: model {spec.model!r} has no {family} profile; known: "
+        if fields["model"] and a.unknown == "error":
+            raise TraceError(f"{where}: model {fields['model']!r} has no {family} profile; known: "
                              f"{', '.join(a.zoo.names(family))}")
         pool = a.pool.get(family) or []
         if not pool:
             raise TraceError(f"{where}: no {family} profile to draw from (profile.pool.{family} is empty)")
         prof = a.zoo.profile(pool[int(rng.integers(len(pool)))])
-    spec = replace(spec, profile=prof.name)
-    key = _rate_key(spec)
+    fields["profile"] = prof.name
+    key = (prof.name, fields["batch_size"], fields["roles"])
     rate = rates.get(key)
-    if rate is None:
+    if rate is None:   # a few distinct keys per trace: a spec made for the speed model only then
+        spec = JobSpec(**fields)
         rate = rates[key] = a.zoo.speed.rate(spec, packed(spec, cluster), cluster)
-    if not rate > 0:
-        raise TraceError(f"{where}: profile {prof.name!r} gives no speed at the requested allocation "
-                         f"{spec.requested_counts()}")
-    if spec.duration is not None:
-        return replace(spec, total_work=spec.duration * rate)
-    if spec.total_work == 0 and prof.goodput_app() is not None:
-        spec = replace(spec, total_work=_to_target(prof, spec, where))
-    if spec.total_work > 0:
-        return replace(spec, duration=spec.total_work / rate)
-    return spec   # convergence-driven: its loss curve sizes it (simulator.convergence.assign_curves)
+        if not rate > 0:
+            raise TraceError(f"{where}: profile {prof.name!r} gives no speed at the requested allocation "
+                             f"{spec.requested_counts()}")
+    if fields["duration"] is not None:
+        fields["total_work"] = fields["duration"] * rate
+        return
+    if fields["total_work"] == 0 and prof.goodput_app() is not None:
+        fields["total_work"] = _to_target(prof, JobSpec(**fields), where)
+    if fields["total_work"] > 0:
+        fields["duration"] = fields["total_work"] / rate
+    # else convergence-driven: its loss curve sizes it (simulator.convergence.assign_curves)
 
 
 def _to_target(prof, spec: JobSpec, where: str) -> float:

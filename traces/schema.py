@@ -213,3 +213,13 @@ def check_time(where: str, field: str, t) -> None:
 
 def _count(n) -> str:
     return f"{n:,}" if n < 1e15 else f"{n:.3g}"
+
+
+def role_rows(column: pa.ChunkedArray) -> list[tuple]:
+    """Each job's roles as a tuple of value tuples in ``ROLE``'s field order, read column by column
+    (no dict per role: a million-job trace would hold a million of them at once)."""
+    column = column.combine_chunks()
+    flat = column.values   # all roles, indexed by the (absolute) offsets
+    values = list(zip(*(flat.field(f.name).to_pylist() for f in ROLE)))
+    bounds = column.offsets.to_pylist()
+    return [tuple(values[a:b]) for a, b in zip(bounds, bounds[1:])]

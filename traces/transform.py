@@ -13,7 +13,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from clustersim.traces.schema import TraceError, validate
+from clustersim.traces.schema import ROLE, TraceError, role_rows, validate
 
 
 def apply(table: pa.Table, steps: list[dict], rng_for) -> tuple[pa.Table, list[dict]]:
@@ -133,13 +133,18 @@ def oversize(table: pa.Table, capacity: np.ndarray, rule: str = "error") -> tupl
     if rule not in OVERSIZE:
         raise TraceError(f"oversize must be one of {OVERSIZE}, got {rule!r}")
     fit = _Fit(capacity)
+    names = [f.name for f in ROLE]
     bad, new_roles = [], []
-    for job_id, rs in zip(table["job_id"].to_pylist(), table["roles"].to_pylist()):
-        if fit(rs, "count"):
-            new_roles.append(rs)
-            continue
-        bad.append(job_id)
-        new_roles.append(fit.clamp(job_id, rs) if rule == "clamp" else rs)
+    fits: dict[tuple, bool] = {}   # jobs share a few role sets: each is checked once
+    for job_id, key in zip(table["job_id"].to_pylist(), role_rows(table["roles"])):
+        ok = fits.get(key)
+        if ok is None:
+            ok = fits[key] = fit([dict(zip(names, r)) for r in key], "count")
+        if not ok:
+            bad.append(job_id)
+        if rule == "clamp":
+            rs = [dict(zip(names, r)) for r in key]
+            new_roles.append(rs if ok else fit.clamp(job_id, rs))
     record = {"rule": rule, "count": len(bad), "jobs": bad[:20]}
     if not bad:
         return table, record
