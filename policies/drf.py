@@ -16,9 +16,8 @@ tasks spread over the least-loaded nodes (Kubernetes' default placement). See pe
 from __future__ import annotations
 
 import heapq
+import math
 from typing import Literal
-
-import numpy as np
 
 from clustersim.policies.base import JobView, View, register
 from clustersim.policies.periodic import Periodic, Step
@@ -40,34 +39,55 @@ class Drf(Periodic):
         self.by_tenant = fair_share == "tenant"
 
     def allocate(self, view: View, jobs: list[JobView]) -> list[Step]:
-        cap = view.cluster.up_capacity()
-        scale = np.where(cap > 0, cap, np.inf)
-        left = cap + EPS
-        users: dict[str, list] = {}  # user -> [held, heap of (share, tie, n, step)]
-        for n, job in enumerate(sorted(jobs, key=_seniority)):
+        # plain floats, the same operations as on 3-vectors: x / inf is 0 for a resource the cluster lacks
+        cap = view.cluster.up_capacity().tolist()
+        scale = [c if c > 0 else math.inf for c in cap]
+        left = [c + EPS for c in cap]
+        order = _seniority_order(jobs)
+        ladders = [self.ladders[j.job_id] for j in order]
+        taken = [0] * len(order)       # steps each job got
+        users: dict[str, list] = {}    # user -> [held, heap of (share, n)]: n, the seniority rank, breaks ties
+        for n, job in enumerate(order):
             user = (job.tenant or f"job:{job.job_id}") if self.by_tenant else job.job_id
-            users.setdefault(user, [np.zeros(3), []])[1].append((0.0, _seniority(job), n, Step(job)))
-        heap = [(0.0, min(e[1] for e in jobs_), user) for user, (_, jobs_) in users.items()]
+            users.setdefault(user, [[0.0, 0.0, 0.0], []])[1].append((0.0, n))  # ascending n: a heap already
+        heap = [(0.0, mine[0][1], user) for user, (_, mine) in users.items()]
         heapq.heapify(heap)
-        plan: dict[int, Step] = {}
+        first: list[int] = []          # jobs in the order they got their first step
         smallest = self.smallest_step()
         while heap and (smallest <= 0 or left[0] >= smallest):
             _, _, user = heapq.heappop(heap)
             held, mine = users[user]
-            share, tie, n, step = heapq.heappop(mine)
-            need = step.demand()
-            if (need <= left).all():
-                step.take()
-                left -= need
-                held += need
-                plan.setdefault(n, step)
-                if step.next is not None:
-                    heapq.heappush(mine, (float((step.demand(step.counts) / scale).max()), tie, n, step))
+            _, n = heapq.heappop(mine)
+            ladder, k = ladders[n], taken[n]
+            g, c, m = ladder.step[k]
+            if g <= left[0] and c <= left[1] and m <= left[2]:
+                taken[n] = k + 1
+                left[0] -= g
+                left[1] -= c
+                left[2] -= m
+                held[0] += g
+                held[1] += c
+                held[2] += m
+                if not k:
+                    first.append(n)
+                if ladder.has(k + 1):
+                    heapq.heappush(mine, (_share(ladder.total[k], scale), n))
             if mine:  # a step that did not fit saturates that job; the user's other jobs go on
-                heapq.heappush(heap, (float((held / scale).max()), mine[0][1], user))
-        return list(plan.values())  # in the order jobs got their first step
+                heapq.heappush(heap, (_share(held, scale), mine[0][1], user))
+        return [Step(order[n], ladders[n].counts[taken[n] - 1]) for n in first]
 
 
-def _seniority(job: JobView) -> tuple:
+def _share(demand, scale) -> float:
+    """Dominant share: the largest fraction of any resource's capacity."""
+    return max(demand[0] / scale[0], demand[1] / scale[1], demand[2] / scale[2])
+
+
+def _seniority_order(jobs: list[JobView]) -> list[JobView]:
     """Ties between equal shares: jobs already running first (no needless preemption), then by arrival."""
-    return (job.gpus == 0, job.submit_time, job.index)
+    by_arrival = sorted(jobs, key=_arrival)   # nearly sorted already: linear
+    running = [j for j in by_arrival if j.gpus != 0]
+    return running + [j for j in by_arrival if j.gpus == 0] if len(running) < len(by_arrival) else running
+
+
+def _arrival(job: JobView) -> tuple:
+    return (job.submit_time, job.index)

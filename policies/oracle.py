@@ -19,7 +19,7 @@ from __future__ import annotations
 import heapq
 from typing import ClassVar
 
-from clustersim.policies.admission import GpuSizes, admit, budget
+from clustersim.policies.admission import GpuSizes, budget
 from clustersim.policies.base import Decision, JobView, Policy, View, register
 from clustersim.policies.placement import PlacementName, keep_in_place, release, strategy
 from clustersim.simulator.cluster import EPS
@@ -35,7 +35,7 @@ class _ShortestFirst(Policy):
         self.gpu_time = gpu_time
 
     def reset(self, view: View) -> None:
-        self.waiting: list = []                  # heap of (size, submit, index, job): sizes fixed while waiting
+        self.waiting: list = []                  # heap of (size, submit, index, job, demand): sizes fixed while waiting
         self.running: dict[str, JobView] = {}
         self.gpu_sizes = GpuSizes()
         self.truth: dict[str, tuple] = {}        # job id -> (time, work, demand): read once per job
@@ -43,7 +43,7 @@ class _ShortestFirst(Policy):
 
     def size(self, job: JobView) -> float:
         """True running time left at the requested allocation (the whole of it for sjf)."""
-        t, work, demand = self.truth[job.job_id]
+        t, work, demand, _, _ = self.truth[job.job_id]
         if self.preemptive:
             t *= max(work - job.iterations_done, 0.0) / work
         return t * demand[0] if self.gpu_time else t
@@ -58,7 +58,7 @@ class _ShortestFirst(Policy):
             self.gpu_sizes.remove(job.num_gpus)
         for job in view.arrived:
             t = job.duration if job.duration is not None else job.total_work
-            self.truth[job.job_id] = (t, job.total_work, job.requested_demand())
+            self.truth[job.job_id] = (t, job.total_work, job.requested_demand(), job.submit_time, job.index)
             self.gpu_sizes.add(job.num_gpus)
             self._wait(job)
         for job in view.stopped:  # a node failure (or our own preemption, already waiting)
@@ -76,7 +76,7 @@ class _ShortestFirst(Policy):
         smallest = self.gpu_sizes.smallest()
         while self.waiting and free[:, 0].sum() + EPS >= smallest:
             entry = heapq.heappop(self.waiting)
-            job = entry[-1]
+            job = entry[3]
             alloc = self.place(free, job.roles, job.requested_counts())
             if alloc is None:
                 passed.append(entry)
@@ -94,37 +94,45 @@ class _ShortestFirst(Policy):
             return {}
         left = budget(view.cluster)
         smallest = self.gpu_sizes.smallest()
-        running = sorted((self.size(j), j.submit_time, j.index, j) for j in self.running.values())  # index: no ties
-        admitted, popped, r = [], [], 0
+        running = self._ranked()
+        waiting = self.waiting
+        starting, stops, popped, r = [], [], [], 0
+        # entries are (size, submit, index, job, demand): the index differs between any two jobs, so
+        # neither jobs nor demands are ever compared
         while left[0] >= smallest:
-            if r < len(running) and (not self.waiting or _order(running[r]) <= _order(self.waiting[0])):
+            ran = r < len(running) and (not waiting or running[r] <= waiting[0])
+            if ran:
                 entry = running[r]
                 r += 1
-            elif self.waiting:
-                entry = heapq.heappop(self.waiting)
+            elif waiting:
+                entry = heapq.heappop(waiting)
                 popped.append(entry)
             else:
                 break
-            job = entry[-1]
-            if admit(left, self.truth[job.job_id][2]):
-                admitted.append(job)
-        chosen = {j.job_id for j in admitted}
-        stops = [e[-1] for e in running if e[-1].job_id not in chosen]
+            g, c, m = entry[4]
+            if g <= left[0] and c <= left[1] and m <= left[2]:  # admission.admit, inline: the hot loop
+                left[0] -= g
+                left[1] -= c
+                left[2] -= m
+                if not ran:
+                    starting.append(entry[3])
+            elif ran:
+                stops.append(entry[3])
+        stops.extend(e[3] for e in running[r:])   # in rank order, as those that did not fit
         free = view.cluster.free_copy()
         for job in stops:
             release(free, job)
         decision: dict = {}
-        for job in admitted:
-            if job.job_id not in self.running:
-                alloc = self.place(free, job.roles, job.requested_counts())
-                if alloc is not None:
-                    decision[job.job_id] = alloc
+        for job in starting:
+            alloc = self.place(free, job.roles, job.requested_counts())
+            if alloc is not None:
+                decision[job.job_id] = alloc
         for job in stops:
             if not keep_in_place(free, job):  # still needed by an admitted job
                 decision[job.job_id] = None
                 del self.running[job.job_id]
         for entry in popped:
-            if entry[-1].job_id not in decision:
+            if entry[3].job_id not in decision:
                 heapq.heappush(self.waiting, entry)
         for job_id, alloc in decision.items():
             if alloc is None:
@@ -133,12 +141,19 @@ class _ShortestFirst(Policy):
                 self.running[job_id] = view.pending[job_id]
         return decision
 
+    def _ranked(self) -> list[tuple]:
+        """The running jobs as (size, submit, index, job, demand), smallest first: ``size`` inline, with the
+        per-job constants read once (this runs over every running job at every replan)."""
+        truth, rows = self.truth, []
+        for job_id, job in self.running.items():
+            t, work, demand, submit, index = truth[job_id]
+            t *= max(work - job.iterations_done, 0.0) / work
+            rows.append((t * demand[0] if self.gpu_time else t, submit, index, job, demand))
+        rows.sort()
+        return rows
+
     def _wait(self, job: JobView) -> None:
-        heapq.heappush(self.waiting, (self.size(job), job.submit_time, job.index, job))
-
-
-def _order(entry: tuple) -> tuple:
-    return entry[:3]
+        heapq.heappush(self.waiting, (self.size(job), job.submit_time, job.index, job, self.truth[job.job_id][2]))
 
 
 @register

@@ -23,31 +23,56 @@ from clustersim.simulator.params import Positive
 from clustersim.simulator.job import task_counts, task_demand
 
 
-class Step:
-    """A job's allocation as planned: task counts per role and the demand of its next step."""
+class Ladder:
+    """A job's steps, worked out once per job (they depend only on its roles): after ``k + 1``
+    steps it has ``counts[k]`` tasks per role, holding ``total[k]`` (GPUs, cores, memory); step
+    ``k`` itself needs ``step[k]``. A step is a bundle, one more task of every elastic role below
+    its max; there is none once every role is at its max. Extended as far as a plan climbs."""
 
-    __slots__ = ("job", "counts", "next")
+    __slots__ = ("roles", "counts", "step", "total", "_next")
 
     def __init__(self, job: JobView):
+        self.roles = job.roles
+        self.counts: list[dict] = []
+        self.step: list[tuple] = []
+        self.total: list[tuple] = []
+        self._next: dict | None = {r.name: r.min_count for r in self.roles}
+        self._climb()   # the first step, the gang minimum, always exists
+
+    def has(self, k: int) -> bool:
+        """Whether there is a step ``k`` (0: the gang minimum)."""
+        while len(self.step) <= k and self._next is not None:
+            self._climb()
+        return k < len(self.step)
+
+    def _climb(self) -> None:
+        nxt = self._next
+        counts = dict(self.counts[-1]) if self.counts else {r.name: 0 for r in self.roles}
+        for name, n in nxt.items():
+            counts[name] += n
+        self.step.append(_demand(self.roles, nxt))
+        self.total.append(_demand(self.roles, counts))
+        self.counts.append(counts)
+        nxt = {r.name: int(r.elastic and counts[r.name] < r.max_count) for r in self.roles}
+        self._next = nxt if any(nxt.values()) else None
+
+
+def _demand(roles, counts: dict) -> tuple:
+    gpu = cpu = mem = 0
+    for r in roles:
+        n = counts[r.name]
+        gpu, cpu, mem = gpu + n * r.gpu, cpu + n * r.cpu, mem + n * r.mem
+    return (gpu, cpu, mem)
+
+
+class Step:
+    """A job's allocation as planned: task counts per role."""
+
+    __slots__ = ("job", "counts")
+
+    def __init__(self, job: JobView, counts: dict):
         self.job = job
-        self.counts = {r.name: 0 for r in job.roles}
-        self.next = {r.name: r.min_count for r in job.roles}
-
-    def demand(self, counts: dict | None = None) -> np.ndarray:
-        counts = self.next if counts is None else counts
-        gpu = cpu = mem = 0
-        for r in self.job.roles:
-            n = counts[r.name]
-            gpu, cpu, mem = gpu + n * r.gpu, cpu + n * r.cpu, mem + n * r.mem
-        return np.array([gpu, cpu, mem])
-
-    def take(self) -> None:
-        """Apply the next step; the one after it is a bundle, or nothing once every role is at its max."""
-        for name, n in self.next.items():
-            self.counts[name] += n
-        self.next = {r.name: int(r.elastic and self.counts[r.name] < r.max_count) for r in self.job.roles}
-        if not any(self.next.values()):
-            self.next = None
+        self.counts = counts
 
 
 class Periodic(Policy):
@@ -61,15 +86,20 @@ class Periodic(Policy):
     def reset(self, view: View) -> None:
         self.active: dict[str, JobView] = {}
         self.least: dict[str, float] = {}  # job id -> GPUs of its smallest step
+        self.ladders: dict[str, Ladder] = {}
+        self.held: dict[str, tuple] = {}   # job id -> (allocation, its task counts) as last seen
         self.next_at = 0.0
 
     def decide(self, view: View) -> Decision:
         for job in view.finished:
             del self.active[job.job_id]
             del self.least[job.job_id]
+            del self.ladders[job.job_id]
+            self.held.pop(job.job_id, None)
         for job in view.arrived:
             self.active[job.job_id] = job
             self.least[job.job_id] = _least_step(job)
+            self.ladders[job.job_id] = Ladder(job)
         due = view.now >= self.next_at - 1e-9
         changed = bool(view.arrived or view.finished or view.stopped)
         decision = Decision()
@@ -96,7 +126,7 @@ class Periodic(Policy):
         changes: dict = {}
         for job in view.running.values():
             step = wanted.get(job.job_id)
-            now = task_counts(job.allocation)
+            now = self._counts(job)
             if step is not None and step.counts == now:  # planned as it runs: it keeps its nodes
                 del wanted[job.job_id]
                 continue
@@ -119,6 +149,14 @@ class Periodic(Policy):
             else:
                 changes.pop(job.job_id, None)
         return changes
+
+    def _counts(self, job: JobView) -> dict:
+        """Tasks per role of a running job, counted again only when its allocation changed."""
+        alloc = job.allocation
+        seen = self.held.get(job.job_id)
+        if seen is None or seen[0] is not alloc:
+            seen = self.held[job.job_id] = (alloc, task_counts(alloc))
+        return seen[1]
 
     def _grow(self, free: np.ndarray, step: Step, base: dict) -> dict | None:
         """``base`` plus as much of the planned growth as the placement finds room for."""

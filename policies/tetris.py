@@ -41,42 +41,64 @@ class Tetris(Periodic):
             raise ValueError(f"tetris: srtf_weight must be >= 0, got {srtf_weight}")
         self.weight = float(srtf_weight)
 
+    def reset(self, view: View) -> None:
+        super().reset(view)
+        self.truth: dict[str, tuple] = {}    # job id -> (running time, work): read once per job
+
     def allocate(self, view: View, jobs: list[JobView]) -> list[Step]:
         if not jobs:
             return []
         cap = view.cluster.up_capacity()
         scale = np.where(cap > 0, cap, np.inf)
         left = cap + EPS
-        steps = [Step(j) for j in sorted(jobs, key=lambda j: (j.submit_time, j.index))]
-        need = np.array([s.demand() for s in steps])
-        remaining = np.array([_remaining_time(s.job) for s in steps])
+        order = sorted(jobs, key=_arrival)   # nearly sorted already: linear
+        ladders = [self.ladders[j.job_id] for j in order]
+        taken = [0] * len(order)            # steps each job got
+        need = np.array([lad.step[0] for lad in ladders])
+        remaining = np.array([self._remaining_time(j) for j in order])
         unit = need / scale  # each step's demand as a share of capacity
-        alive = np.ones(len(steps), dtype=bool)
         a0 = unit @ (left / scale)
         mean_a = a0.mean() if a0.mean() > 0 else 1.0
         mean_t = remaining.mean() if remaining.mean() > 0 else 1.0
-        srtf = self.weight * remaining / mean_t
+        # the SRTF term, +inf once a job takes no more: its score is then -inf, below every live job's
+        penalty = self.weight * remaining / mean_t
+        live = len(order)
         smallest = self.smallest_step()
-        plan: dict[int, Step] = {}
-        while alive.any() and (smallest <= 0 or left[0] >= smallest):
-            score = np.where(alive, unit @ (left / scale) / mean_a - srtf, -np.inf)
+        first: list[int] = []               # jobs in the order they got their first step
+        lf = left.tolist()                  # the same numbers as plain floats, to test a step against
+        while live and (smallest <= 0 or lf[0] >= smallest):
+            score = unit @ (left / scale) / mean_a - penalty
             i = int(np.argmax(score))  # ties: the earlier arrival
-            step = steps[i]
-            if (need[i] <= left).all():
-                step.take()
+            k = taken[i]
+            g, c, m = ladders[i].step[k]
+            if g <= lf[0] and c <= lf[1] and m <= lf[2]:
+                taken[i] = k + 1
                 left -= need[i]
-                plan.setdefault(i, step)
-                if step.next is None:
-                    alive[i] = False
-                else:
-                    need[i] = step.demand()
+                lf = left.tolist()
+                if not k:
+                    first.append(i)
+                if ladders[i].has(k + 1):
+                    need[i] = ladders[i].step[k + 1]
                     unit[i] = need[i] / scale
-            else:
-                alive[i] = False
-        return list(plan.values())
+                    continue
+            penalty[i] = np.inf
+            live -= 1
+        return [Step(order[i], ladders[i].counts[taken[i] - 1]) for i in first]
+
+    def _remaining_time(self, job: JobView) -> float:
+        """True remaining running time at the requested allocation (ground truth: oracle only)."""
+        truth = self.truth.get(job.job_id)
+        if truth is None:
+            t = job.duration if job.duration is not None else job.total_work
+            truth = self.truth[job.job_id] = (t, job.total_work)
+        t, work = truth
+        return t * max(work - job.iterations_done, 0.0) / work
+
+    def decide(self, view: View):
+        for job in view.finished:
+            self.truth.pop(job.job_id, None)
+        return super().decide(view)
 
 
-def _remaining_time(job: JobView) -> float:
-    """True remaining running time at the requested allocation (ground truth: oracle only)."""
-    t = job.duration if job.duration is not None else job.total_work
-    return t * max(job.remaining_work, 0.0) / job.total_work
+def _arrival(job: JobView) -> tuple:
+    return (job.submit_time, job.index)

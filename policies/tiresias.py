@@ -109,16 +109,22 @@ class Tiresias(Policy):
         self.front = 0                           # keys below every waiting job: a preempted job's place
         self.plan = 0
         self.need_nodes: dict = {}
-        self.nodes_up = int(view.cluster.up.sum())
+        self.up = view.cluster.up.tobytes()      # which nodes are up, to see a change at a glance
+        self.budget = budget(view.cluster)       # their totals, while they stay up
         n = len(self.queues)
-        self.count0, self.sum0, self.whole = [0] * n, [[0.0, 0.0, 0.0] for _ in range(n)], [False] * n
+        # the running part of each FIFO queue (keys (0, ..)): its length and total demand; and how
+        # much of it the last plan admitted as one block (the rest was scanned job by job)
+        self.count0, self.sum0, self.prefix = [0] * n, [[0.0, 0.0, 0.0] for _ in range(n)], [0] * n
+        self.loose: set = set()                  # running jobs outside any running part
 
     # ------------------------------------------------------------------ decisions
     def decide(self, view: View) -> Decision:
         now = view.now
-        up = int(view.cluster.up.sum())
-        changed = bool(view.arrived or view.finished) or up != self.nodes_up
-        self.nodes_up = up
+        changed = bool(view.arrived or view.finished)
+        up = view.cluster.up.tobytes()
+        if up != self.up:
+            changed = True
+            self.up, self.budget = up, budget(view.cluster)
         for jv in view.finished:
             self._finish(self.jobs.pop(jv.job_id))
         for jv in sorted(view.arrived, key=lambda j: (j.submit_time, j.index)):
@@ -141,16 +147,18 @@ class Tiresias(Policy):
     def _replan(self, view: View) -> dict:
         self.plan += 1
         admitted = self._admit(view)
-        stops = sorted((j for q, running in enumerate(self.running)
-                        if not (self.whole[q] and len(running) == self.count0[q])  # all of them admitted
-                        for j in running.values()
-                        if j.mark != self.plan and not (self.whole[q] and j.key[0] == 0)), key=self._rank)
-        free = view.cluster.free_copy()
-        for job in stops:
-            release(free, job.view)
+        plan = self.plan
+        stops = [j for j in self.loose if j.mark != plan]
+        for q, queue in enumerate(self.queues):  # the running part past its block admitted at once
+            stops.extend(j for _, _, j in queue[self.prefix[q]:self.count0[q]] if j.mark != plan)
+        stops.sort(key=self._rank)
+        starting = [j for j in admitted if not j.running]
         started = []
-        for job in admitted:
-            if not job.running:
+        if stops or starting:
+            free = view.cluster.free_copy()
+            for job in stops:
+                release(free, job.view)
+            for job in starting:
                 alloc = self._placed(job, free, view)
                 if alloc is not None:
                     started.append((job, alloc))
@@ -167,26 +175,56 @@ class Tiresias(Policy):
         return allocations
 
     def _admit(self, view: View) -> list[_Job]:
-        """Scan the queues in priority order; admit each job whose request fits what is left."""
+        """Scan the queues in priority order; admit each job whose request fits what is left.
+        The jobs of a running part that are admitted as one block are not listed (nor marked)."""
         if self.gittins is not None:
             self._rerank_running()
-        left = budget(view.cluster)
+        left = list(self.budget)
         smallest = self.gpu_sizes.smallest()
+        plan = self.plan
         admitted = []
-        self.whole = [False] * len(self.queues)
+        prefix = self.prefix
+        for q in range(len(prefix)):
+            prefix[q] = 0
         for q, queue in enumerate(self.queues):
-            # the running part of a FIFO queue (keys (0, ..)) ran in the last plan: admit it whole if it fits
-            start = 0
-            if self.count0[q] and admit(left, self.sum0[q]):
-                self.whole[q], start = True, self.count0[q]
+            if left[0] < smallest:
+                break
+            start = prefix[q] = self._block(q, left)
             for i in range(start, len(queue)):
-                job = queue[i][2]
                 if left[0] < smallest:
                     return admitted
-                if admit(left, job.demand):
-                    job.mark = self.plan
+                job = queue[i][2]
+                g, c, m = job.demand
+                if g <= left[0] and c <= left[1] and m <= left[2]:  # admission.admit, inline: the hot loop
+                    left[0] -= g
+                    left[1] -= c
+                    left[2] -= m
+                    job.mark = plan
                     admitted.append(job)
         return admitted
+
+    def _block(self, q: int, left: list[float]) -> int:
+        """Admit the longest head of queue ``q``'s running part (which ran in the last plan) that fits
+        ``left`` as one block, as the scan job by job would; return its length. Found from the back:
+        the jobs past it are the ones the scan must look at one by one anyway."""
+        k = self.count0[q]
+        if not k:
+            return 0
+        total = self.sum0[q]
+        if admit(left, total):
+            return k
+        over = [total[r] - left[r] for r in range(3)]
+        tail = [0.0, 0.0, 0.0]
+        queue = self.queues[q]
+        while k and (tail[0] < over[0] or tail[1] < over[1] or tail[2] < over[2]):
+            k -= 1
+            g, c, m = queue[k][2].demand
+            tail[0] += g
+            tail[1] += c
+            tail[2] += m
+        if k:
+            admit(left, [total[r] - tail[r] for r in range(3)])
+        return k
 
     def _placed(self, job: _Job, free: np.ndarray, view: View):
         if not job.consolidate:
@@ -213,6 +251,7 @@ class Tiresias(Policy):
                 job.pend_since = None
             job.version += 1
             self.running[job.queue][job.view.job_id] = job
+            self._track(job)
             self._push_demotion(job, now)
 
     def _preempted(self, jobs: list[_Job], now: float) -> None:
@@ -224,6 +263,7 @@ class Tiresias(Policy):
             job.pend_since = now
             job.version += 1
             del self.running[job.queue][job.view.job_id]
+            self._track(job)
             if self.gittins is None and self.queue_order == "clustersim" or (
                     self.queue_order == "tiresias" and job.jumped != self.plan):
                 self._rekey(job, (1, self.front + i))
@@ -298,6 +338,14 @@ class Tiresias(Policy):
         insort(self.queues[job.queue], job.entry())
         if self.gittins is None and job.key[0] == 0:
             self._running_part(job, 1)
+        self._track(job)
+
+    def _track(self, job: _Job) -> None:
+        """Keep ``loose``: the running jobs that no running part counts."""
+        if job.running and not (self.gittins is None and job.key[0] == 0):
+            self.loose.add(job)
+        else:
+            self.loose.discard(job)
 
     def _remove(self, job: _Job) -> None:
         queue = self.queues[job.queue]
@@ -314,6 +362,7 @@ class Tiresias(Policy):
     def _finish(self, job: _Job) -> None:
         self._remove(job)
         self.running[job.queue].pop(job.view.job_id, None)
+        self.loose.discard(job)
         self.gpu_sizes.remove(job.demand[0])
         job.version += 1
 
