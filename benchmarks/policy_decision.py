@@ -17,8 +17,10 @@ Target: tiresias under 100 us median with 1,000 running jobs.
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 import time
+from pathlib import Path
 
 import numpy as np
 
@@ -88,6 +90,7 @@ def main() -> None:
     ap.add_argument("--waiting", type=int, default=500)
     ap.add_argument("--decisions", type=int, default=3000)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--json", metavar="PATH", help="also write the figures as JSON (benchmarks/suite.py reads them)")
     args = ap.parse_args()
     jobs, nodes = workload(args.running, args.waiting, args.decisions, args.seed)
     cluster = Cluster([NodeGroup(nodes, 8, 64, 512)])
@@ -102,16 +105,21 @@ def main() -> None:
     rows = timed.rows
     print(f"{args.policy}: {nodes} nodes x 8 GPUs, {len(jobs)} jobs; {len(rows)} decide calls timed "
           f"(run {wall:.1f} s, simulated {engine.env.now:,.0f} s)")
-    for label, sel in (("all calls", rows), ("calls changing allocations", [r for r in rows if r[3]])):
+    out = {"policy": args.policy, "nodes": nodes, "jobs": len(jobs)}
+    for label, key, sel in (("all calls", "all", rows),
+                            ("calls changing allocations", "changing", [r for r in rows if r[3]])):
         if not sel:
             print(f"  {label}: none")
             continue
         t = sorted(r[0] for r in sel)
-        p95 = t[min(len(t) - 1, int(0.95 * len(t)))]
-        print(f"  {label:<27} n={len(t):>5}  median {statistics.median(t) * 1e6:>8.1f} us  p95 {p95 * 1e6:>8.1f} us  "
-              f"(mean running {statistics.fmean(r[1] for r in sel):,.0f}, "
-              f"waiting {statistics.fmean(r[2] for r in sel):,.0f})")
-
+        med, p95 = statistics.median(t), t[min(len(t) - 1, int(0.95 * len(t)))]
+        running, waiting = statistics.fmean(r[1] for r in sel), statistics.fmean(r[2] for r in sel)
+        out[key] = {"calls": len(t), "median_us": med * 1e6, "p95_us": p95 * 1e6, "running": running,
+                    "waiting": waiting}
+        print(f"  {label:<27} n={len(t):>5}  median {med * 1e6:>8.1f} us  p95 {p95 * 1e6:>8.1f} us  "
+              f"(mean running {running:,.0f}, waiting {waiting:,.0f})")
+    if args.json:
+        Path(args.json).write_text(json.dumps(out, indent=2))
 
 if __name__ == "__main__":
     main()

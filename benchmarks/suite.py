@@ -27,7 +27,6 @@ import argparse
 import json
 import math
 import os
-import re
 import statistics
 import subprocess
 import sys
@@ -204,48 +203,19 @@ def case_multirun(tree: Path) -> dict:
             "peak_rss_mib": r["peak_rss_mib"]}
 
 
-DECISION_RE = re.compile(r"([0-9][0-9,]*(?:\.[0-9]+)?)\s*(us|µs|ms)\b")
 
 
 def case_decision(tree: Path) -> dict:
-    """Tiresias's median per-decision time, from benchmarks/policy_decision.py (this harness's, else
-    the tree's): its ``--json`` output when it has one, else the line of its output that names
-    tiresias and a median in us or ms."""
-    script = next((p for p in (HERE / "policy_decision.py", tree / "benchmarks" / "policy_decision.py")
-                   if p.is_file()), None)
-    if script is None:
-        return {"status": "not available"}
+    """Tiresias's median per-decision time with ~1,000 running jobs (benchmarks/policy_decision.py,
+    this harness's copy, run against ``tree``)."""
     with tempfile.TemporaryDirectory() as tmp:
-        env = tree_env(tree)
-        help_text = run_process([sys.executable, str(script), "--help"], env, tmp)["output"]
         out = Path(tmp) / "decision.json"
-        cmd = [sys.executable, str(script)] + (["--json", str(out)] if "--json" in help_text else [])
-        r = run_process(cmd, env, tmp)
-        if r["rc"] != 0:
-            return failed(r, script.name)
-        if out.is_file():
-            found = find_median_us(json.loads(out.read_text()))
-            if found is not None:
-                return {"median_us": found, "peak_rss_mib": r["peak_rss_mib"]}
-    for line in r["output"].splitlines():
-        low = line.lower()
-        if "tiresias" in low and "median" in low and (m := DECISION_RE.search(line.split("median", 1)[1])):
-            value = float(m.group(1).replace(",", ""))
-            return {"median_us": value * 1000 if m.group(2) == "ms" else value, "peak_rss_mib": r["peak_rss_mib"]}
-    return {"error": f"{script.name}: no tiresias median in its output: {r['output'][-300:]}"}
-
-
-def find_median_us(data) -> float | None:
-    """A tiresias entry's median in us from policy_decision.py's JSON (a dict or a list of rows)."""
-    rows = data if isinstance(data, list) else [data] + [dict(v, policy=k) for k, v in data.items() if isinstance(v, dict)]
-    for row in rows:
-        if not isinstance(row, dict) or "tiresias" not in str(row.get("policy", "tiresias")).lower():
-            continue
-        for key, value in row.items():
-            if "median" in key and isinstance(value, (int, float)):
-                scale = 1e6 if key.endswith("_s") else 1e3 if key.endswith("_ms") else 1.0
-                return float(value) * scale
-    return None
+        r = run_process([sys.executable, str(HERE / "policy_decision.py"), "--policy", "tiresias",
+                         "--json", str(out)], tree_env(tree), tmp)
+        if r["rc"] != 0 or not out.is_file():
+            return failed(r, "policy_decision.py")
+        data = json.loads(out.read_text())
+    return {"median_us": data["all"]["median_us"], "p95_us": data["all"]["p95_us"], "peak_rss_mib": r["peak_rss_mib"]}
 
 
 def measure(case: str, tree: Path, timeout: float | None = None) -> dict:
