@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+from array import array
 from pathlib import Path
 from typing import Iterable
 
@@ -27,12 +28,14 @@ UNFINISHED_LISTED = 100   # summary.json lists this many unfinished jobs (jobs_u
 class Recorder:
     def __init__(self, cluster):
         self.cluster = cluster
-        self._t: list[float] = []
-        self._used: list[tuple[float, float, float]] = []
-        self._running: list[int] = []
-        self._pending: list[int] = []
-        self._events: dict[str, list] = {k: [] for k in ("time", "job_id", "kind", "gpus_before", "gpus_after",
-                                                          "overhead_s")}
+        # compact columns (8 bytes a number, no object per value): a run records a few rows per job
+        self._t = array("d")
+        self._used = array("d")      # GPUs, cores, GB in use: three per timeline row
+        self._running = array("q")
+        self._pending = array("q")
+        self._events: dict[str, list | array] = {"time": array("d"), "job_id": [], "kind": [],
+                                                 "gpus_before": array("d"), "gpus_after": array("d"),
+                                                 "overhead_s": array("d")}
         self._nodes: dict[str, list] = {"time": [], "node": [], "up": []}
         self.states: list[JobState] = []
         self.unfinished: list[dict] = []
@@ -43,12 +46,13 @@ class Recorder:
 
     # --- during the run (hot path: appends only)
     def sample(self, now: float, running: int, pending: int) -> None:
-        used = tuple(self.cluster.used)
-        if self._t and self._t[-1] == now:
-            self._used[-1], self._running[-1], self._pending[-1] = used, running, pending
+        t = self._t
+        if t and t[-1] == now:
+            self._used[-3:] = array("d", self.cluster.used)
+            self._running[-1], self._pending[-1] = running, pending
         else:
-            self._t.append(now)
-            self._used.append(used)
+            t.append(now)
+            self._used.extend(self.cluster.used)
             self._running.append(running)
             self._pending.append(pending)
         for fn in self.watchers:
@@ -220,25 +224,25 @@ class Recorder:
         }
 
     def timeline(self) -> pa.Table:
-        used = np.array(self._used, dtype=np.float64).reshape(-1, 3)
+        used = _floats(self._used).reshape(-1, 3)
         total = self.cluster.total
         util = np.divide(used, total, out=np.zeros_like(used), where=total > 0)
         return pa.table({
-            "time": pa.array(self._t, pa.float64()),
+            "time": pa.array(_floats(self._t), pa.float64()),
             "gpu_used": used[:, 0], "cpu_used": used[:, 1], "mem_used": used[:, 2],
             "gpu_util": util[:, 0], "cpu_util": util[:, 1], "mem_util": util[:, 2],
-            "running": pa.array(self._running, pa.int32()),
-            "pending": pa.array(self._pending, pa.int32()),
+            "running": pa.array(np.frombuffer(self._running, dtype=np.int64), pa.int32()),
+            "pending": pa.array(np.frombuffer(self._pending, dtype=np.int64), pa.int32()),
         })
 
     def events(self) -> pa.Table:
         e = self._events
         return pa.table({
-            "time": pa.array(e["time"], pa.float64()), "job_id": pa.array(e["job_id"], pa.string()),
+            "time": pa.array(_floats(e["time"]), pa.float64()), "job_id": pa.array(e["job_id"], pa.string()),
             "kind": pa.array(e["kind"], pa.string()),
-            "gpus_before": pa.array(e["gpus_before"], pa.float64()),
-            "gpus_after": pa.array(e["gpus_after"], pa.float64()),
-            "overhead_s": pa.array(e["overhead_s"], pa.float64()),
+            "gpus_before": pa.array(_floats(e["gpus_before"]), pa.float64()),
+            "gpus_after": pa.array(_floats(e["gpus_after"]), pa.float64()),
+            "overhead_s": pa.array(_floats(e["overhead_s"]), pa.float64()),
         })
 
     def summary(self) -> dict:
@@ -280,8 +284,8 @@ class Recorder:
         """Time-weighted mean of used/capacity over [start, end]."""
         if end <= start or not self._t:
             return [None, None, None]
-        t = np.clip(np.array(self._t + [end]), start, end)
-        used = np.array(self._used, dtype=np.float64).reshape(-1, 3)
+        t = np.clip(np.append(_floats(self._t), end), start, end)
+        used = _floats(self._used).reshape(-1, 3)
         area = (used * np.diff(t)[:, None]).sum(axis=0)
         total = self.cluster.total
         return [float(a / (c * (end - start))) if c > 0 else None for a, c in zip(area, total)]
@@ -301,6 +305,11 @@ class Recorder:
             atomic_write(out / "run.json", lambda p: Path(p).write_text(json.dumps(meta, indent=2, default=str)))
         atomic_write(out / "summary.json", lambda p: Path(p).write_text(json.dumps(summary, indent=2)))
         return summary
+
+
+def _floats(column: array) -> np.ndarray:
+    """A recorded ``array('d')`` column as float64 numbers (a copy: recording may go on)."""
+    return np.frombuffer(column, dtype=np.float64).copy() if len(column) else np.zeros(0)
 
 
 # --- derived metrics: fairness, per-tenant summaries, the busy window (docs/outputs.md)

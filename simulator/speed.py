@@ -21,7 +21,7 @@ from typing import Protocol, Sequence
 
 import numpy as np
 
-from clustersim.simulator.job import Allocation, JobSpec, nodes_of, task_counts
+from clustersim.simulator.job import Allocation, JobSpec, task_counts
 
 Sample = tuple[tuple, float]
 PRIOR_WEIGHT = 1e-3   # a prior row's weight relative to a sample's (squared: 10^-6)
@@ -303,22 +303,39 @@ class ProfileSpeed:
     def __init__(self, zoo):
         self.zoo = zoo
         self._cache: dict = {}
+        # roles tuple -> a small number standing for it in the cache key: a job's roles are hashed
+        # once, not field by field at every change (id keys, with the tuple kept so ids stay taken)
+        self._roles: dict[int, tuple] = {}
 
     def rate(self, spec: JobSpec, alloc: Allocation, cluster=None) -> float:
-        counts = task_counts(alloc)
-        cpus = {r: t.cpu for r, t in alloc.items() if getattr(t, "cpu", None) is not None}
+        roles = spec.roles
+        known = self._roles.get(id(roles))
+        if known is None or known[0] is not roles:
+            known = self._roles[id(roles)] = (roles, len(self._roles))
+        counts, cpus, nodes = [], [], set()   # one pass: tasks per role, CPU grants, nodes spanned
+        for r, t in alloc.items():
+            if t:
+                n = 0
+                for node, c in t.items():
+                    if c:
+                        nodes.add(node)
+                    n += c
+                counts.append((r, n))
+            cpu = getattr(t, "cpu", None)
+            if cpu is not None:
+                cpus.append((r, cpu))
         prof = self.zoo.profile(spec.profile)
-        nodes = nodes_of(alloc)
         types = gpu_types(nodes, cluster) if prof.by_type else ()
         shape = ()
         if prof.placement_aware:
             placed = alloc.get(scaling_role(spec), {})
             shape = tuple(placed[n] for n in sorted(placed) if placed[n])
-        key = (spec.profile, spec.batch_size, spec.roles, tuple(sorted(counts.items())), len(nodes),
-               tuple(sorted(cpus.items())), types, shape)
+        key = (spec.profile, spec.batch_size, known[1], tuple(sorted(counts)), len(nodes), tuple(sorted(cpus)), types,
+               shape)
         r = self._cache.get(key)
         if r is None:
-            r = self._cache[key] = min(prof.rate(spec, counts, key[4], cpus, t, shape) for t in types or (None,))
+            r = self._cache[key] = min(prof.rate(spec, dict(counts), key[4], dict(cpus), t, shape)
+                                       for t in types or (None,))
         return r
 
 

@@ -102,6 +102,9 @@ class Assignment:
 def build_jobs(table: pa.Table, source: str = "trace", assignment: Assignment | None = None,
                cluster=None, seed: int = 0) -> list[JobSpec]:
     cols = [table.column(c).to_pylist() if c != "roles" else role_rows(table.column(c)) for c in COLUMNS]
+    for c in ("tenant", "user", "model", "gpu_type"):   # one string object per distinct name, not per job
+        names: dict = {}
+        cols[COLUMNS.index(c)] = [names.setdefault(v, v) for v in cols[COLUMNS.index(c)]]
     interned: dict[tuple, tuple[RoleSpec, ...]] = {}
     rng = component_rng(seed, "workload") if assignment else None
     rates: dict = {}   # (profile, batch, roles) -> rate at the requested allocation, placed packed
