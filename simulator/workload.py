@@ -182,24 +182,32 @@ def _to_target(prof, spec: JobSpec, where: str) -> float:
 
 
 def packed(spec: JobSpec, cluster) -> dict:
-    """The requested task counts on the fewest nodes of an empty ``cluster`` (largest first).
+    """The requested task counts on as few nodes of an empty ``cluster`` as a greedy packing finds.
 
-    Tasks that do not fit the whole cluster go on further, notional nodes (the engine rejects
-    such jobs itself); without a cluster everything sits on one node.
+    Roles that need GPUs go first (they fit fewest nodes); each role fills the nodes the job
+    already uses first, then the nodes that hold most of its tasks (largest first). A job's
+    speed falls with the nodes it spans (all-reduce, and PS traffic between servers), so its
+    duration alone is at this placement. Tasks that do not fit the whole cluster go on further,
+    notional nodes (the engine rejects such jobs itself); without a cluster everything sits on
+    one node.
     """
     if cluster is None:
         return {r.name: {0: r.count} for r in spec.roles}
     free = np.array(cluster.capacity, dtype=np.float64)
+    used = np.zeros(len(free), dtype=bool)
     alloc, extra = {}, len(free)
-    for r in spec.roles:
+    for r in sorted(spec.roles, key=lambda r: r.gpu <= 0):     # stable: GPU roles first
         fit = tasks_per_node(free, r.demand)
         placed, need = {}, r.count
-        for node in np.argsort(-fit, kind="stable"):
-            if need == 0 or fit[node] <= 0:
+        for node in np.lexsort((-fit, ~used)):                 # used nodes first, then most tasks
+            if need == 0:
                 break
+            if fit[node] <= 0:
+                continue
             t = int(min(fit[node], need))
             placed[int(node)] = t
             free[node] -= t * np.asarray(r.demand)
+            used[node] = True
             need -= t
         per = max(int(fit.max()), 1) if len(fit) else 1
         while need > 0:
@@ -207,4 +215,4 @@ def packed(spec: JobSpec, cluster) -> dict:
             need -= placed[extra]
             extra += 1
         alloc[r.name] = placed
-    return alloc
+    return {r.name: alloc[r.name] for r in spec.roles}
