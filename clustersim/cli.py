@@ -24,6 +24,10 @@ def main() -> None:
 
     import clustersim.sweep  # noqa: F401  (registers ${run_name:...} for the run directories)
 
+    if not any(a.lstrip("+~").startswith("hydra/sweeper") for a in sys.argv[1:]):
+        # a sweep composes each run's config once (hydra_plugins/clustersim_sweeper); chosen here,
+        # not in config.yaml, so that composing the config elsewhere never needs the plugin
+        sys.argv.append("hydra/sweeper=clustersim")
     hydra.main(version_base=None, config_path="pkg://clustersim.configs", config_name="config")(_run)()
 
 
