@@ -24,6 +24,10 @@ def main() -> None:
 
     import clustersim.sweep  # noqa: F401  (registers ${run_name:...} for the run directories)
 
+    if not any(a.lstrip("+~").startswith("hydra/sweeper") for a in sys.argv[1:]):
+        # a sweep composes each run's config once (hydra_plugins/clustersim_sweeper); chosen here,
+        # not in config.yaml, so that composing the config elsewhere never needs the plugin
+        sys.argv.append("hydra/sweeper=clustersim")
     hydra.main(version_base=None, config_path="pkg://clustersim.configs", config_name="config")(_run)()
 
 
@@ -35,7 +39,6 @@ def _run(cfg) -> None:
     from clustersim.experiment import is_complete, mark_failed, remove_leftovers, report, run
     from clustersim.simulator.errors import ConfigError, PolicyError, TraceError, UnfinishedJobsError
 
-    _pyarrow_skips_pandas()
     hc = HydraConfig.get()
     run_dir, overrides = hc.runtime.output_dir, list(hc.overrides.task)
     sweep = hc.mode == RunMode.MULTIRUN
@@ -62,29 +65,6 @@ def _run(cfg) -> None:
             return   # the sweep's report lists it and the command exits 1 at the end
         raise SystemExit(1) from None
     print(report(cfg, summary, run_dir), flush=True)
-
-
-def _pyarrow_skips_pandas() -> None:
-    """pyarrow imports pandas (~0.3 s) on its first conversion of Python objects (``pa.array``)
-    only to ask whether they are pandas objects, and a run hands it none. That one probe is made
-    here with pandas hidden: pyarrow records "no pandas" and does not ask again. For the command's
-    own process only (it would no longer recognise a DataFrame passed to ``pa.table``); code
-    that imports pandas itself, or calls ``to_pandas``, still gets it."""
-    if "pandas" in sys.modules:
-        return
-    import pyarrow as pa
-
-    class _Hidden:   # a finder that answers `import pandas` with ImportError
-        @staticmethod
-        def find_spec(name, path=None, target=None):
-            if name == "pandas":
-                raise ModuleNotFoundError("hidden from pyarrow's probe", name=name)
-
-    sys.meta_path.insert(0, _Hidden)
-    try:
-        pa.array([])
-    finally:
-        sys.meta_path.remove(_Hidden)
 
 
 def defaults() -> dict[str, str]:

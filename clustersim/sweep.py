@@ -24,6 +24,8 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
+import clustersim.configs  # noqa: F401  (makes config.yaml's sweeper visible to Hydra's plugin scan)
+
 SWEEP_FILE = "sweep.json"
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
 _NO_EFFECT = ("hydra.", "hydra/", "+hydra", "progress=", "+progress=")   # overrides that change no result

@@ -18,6 +18,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from clustersim.simulator import arrow   # output columns without pa.array's pandas import
 from clustersim.simulator.job import ENDED, JobState, Status
 
 
@@ -117,31 +118,31 @@ class Recorder:
         end = col(lambda s: s.end_time)
         submit = col(lambda s: s.spec.submit_time)
         return pa.table({
-            "job_id": pa.array(col(lambda s: s.spec.job_id), pa.string()),
-            "tenant": pa.array(col(lambda s: s.spec.tenant), pa.string()),
-            "user": pa.array(col(lambda s: s.spec.user), pa.string()),
-            "model": pa.array(col(lambda s: s.spec.model), pa.string()),
-            "profile": pa.array(col(lambda s: s.spec.profile), pa.string()),
-            "num_gpus": pa.array(col(lambda s: s.spec.num_gpus), pa.float64()),
-            "duration_alone": pa.array(col(lambda s: s.spec.duration), pa.float64()),  # run alone at its request
-            "submit_time": pa.array(submit, pa.float64()),
-            "first_start": pa.array(first, pa.float64()),
-            "end_time": pa.array(end, pa.float64()),
-            "jct": pa.array([e - s if e is not None else None for e, s in zip(end, submit)], pa.float64()),
-            "queueing_delay": pa.array([f - s if f is not None else None for f, s in zip(first, submit)],
-                                       pa.float64()),
-            "waiting_time": pa.array(col(lambda s: s.waited), pa.float64()),   # pending, after preemptions too
-            "gpu_seconds": pa.array(col(lambda s: s.service), pa.float64()),
-            "gpu_hours": pa.array(col(lambda s: s.service / 3600.0), pa.float64()),
-            "progress": pa.array(col(lambda s: s.progress / s.spec.total_work), pa.float64()),
-            "preemptions": pa.array(col(lambda s: s.preemptions), pa.int32()),
-            "rescales": pa.array(col(lambda s: s.rescales), pa.int32()),
-            "resizes": pa.array(col(lambda s: s.resizes), pa.int32()),
-            "migrations": pa.array(col(lambda s: s.migrations), pa.int32()),
-            "failures": pa.array(col(lambda s: s.failures), pa.int32()),
-            "overhead_s": pa.array(col(lambda s: s.overhead_s), pa.float64()),
-            "overhead_gpu_s": pa.array(col(lambda s: s.overhead_gpu_s), pa.float64()),
-            "status": pa.array(col(lambda s: s.status.value), pa.string()),
+            "job_id": arrow.array(col(lambda s: s.spec.job_id), pa.string()),
+            "tenant": arrow.array(col(lambda s: s.spec.tenant), pa.string()),
+            "user": arrow.array(col(lambda s: s.spec.user), pa.string()),
+            "model": arrow.array(col(lambda s: s.spec.model), pa.string()),
+            "profile": arrow.array(col(lambda s: s.spec.profile), pa.string()),
+            "num_gpus": arrow.array(col(lambda s: s.spec.num_gpus), pa.float64()),
+            "duration_alone": arrow.array(col(lambda s: s.spec.duration), pa.float64()),  # run alone at its request
+            "submit_time": arrow.array(submit, pa.float64()),
+            "first_start": arrow.array(first, pa.float64()),
+            "end_time": arrow.array(end, pa.float64()),
+            "jct": arrow.array([e - s if e is not None else None for e, s in zip(end, submit)], pa.float64()),
+            "queueing_delay": arrow.array([f - s if f is not None else None for f, s in zip(first, submit)],
+                                          pa.float64()),
+            "waiting_time": arrow.array(col(lambda s: s.waited), pa.float64()),   # pending, after preemptions too
+            "gpu_seconds": arrow.array(col(lambda s: s.service), pa.float64()),
+            "gpu_hours": arrow.array(col(lambda s: s.service / 3600.0), pa.float64()),
+            "progress": arrow.array(col(lambda s: s.progress / s.spec.total_work), pa.float64()),
+            "preemptions": arrow.array(col(lambda s: s.preemptions), pa.int32()),
+            "rescales": arrow.array(col(lambda s: s.rescales), pa.int32()),
+            "resizes": arrow.array(col(lambda s: s.resizes), pa.int32()),
+            "migrations": arrow.array(col(lambda s: s.migrations), pa.int32()),
+            "failures": arrow.array(col(lambda s: s.failures), pa.int32()),
+            "overhead_s": arrow.array(col(lambda s: s.overhead_s), pa.float64()),
+            "overhead_gpu_s": arrow.array(col(lambda s: s.overhead_gpu_s), pa.float64()),
+            "status": arrow.array(col(lambda s: s.status.value), pa.string()),
             **self.peer_columns(rows),
             **self.fault_columns(rows),
         })
@@ -159,13 +160,13 @@ class Recorder:
         dl = [s.spec.deadline for s in rows]
         end = [s.end_time for s in rows]
         return {
-            "deadline": pa.array(dl, pa.float64()),
-            "deadline_met": pa.array([None if d is None else (e is not None and e <= d + 1e-9)
-                                      for d, e in zip(dl, end)], pa.bool_()),
-            "deadline_slack": pa.array([None if d is None or e is None else d - e for d, e in zip(dl, end)],
-                                       pa.float64()),
-            "gpu_types": pa.array(["+".join(sorted(t for t, v in self.by_type(s).items() if v > 0)) or None
-                                   for s in rows], pa.string()),
+            "deadline": arrow.array(dl, pa.float64()),
+            "deadline_met": arrow.array([None if d is None else (e is not None and e <= d + 1e-9)
+                                         for d, e in zip(dl, end)], pa.bool_()),
+            "deadline_slack": arrow.array([None if d is None or e is None else d - e for d, e in zip(dl, end)],
+                                          pa.float64()),
+            "gpu_types": arrow.array(["+".join(sorted(t for t, v in self.by_type(s).items() if v > 0)) or None
+                                      for s in rows], pa.string()),
         }
 
     def peer_summary(self, start: float, end: float) -> dict:
@@ -195,12 +196,12 @@ class Recorder:
         (simulator/faults.py)."""
         by = [s.failed_by or {} for s in rows]
         return {
-            **{f"failures_{c}": pa.array([b.get(c, 0) for b in by], pa.int32()) for c in FAILURE_CAUSES},
-            "lost_work": pa.array([s.lost_iterations / s.spec.total_work if s.spec.total_work else 0.0 for s in rows],
-                                  pa.float64()),
-            "lost_s": pa.array([s.lost_s for s in rows], pa.float64()),
-            "lost_gpu_s": pa.array([s.lost_gpu_s for s in rows], pa.float64()),
-            "recover_s": pa.array([s.recover_s for s in rows], pa.float64()),
+            **{f"failures_{c}": arrow.array([b.get(c, 0) for b in by], pa.int32()) for c in FAILURE_CAUSES},
+            "lost_work": arrow.array([s.lost_iterations / s.spec.total_work if s.spec.total_work else 0.0
+                                      for s in rows], pa.float64()),
+            "lost_s": arrow.array([s.lost_s for s in rows], pa.float64()),
+            "lost_gpu_s": arrow.array([s.lost_gpu_s for s in rows], pa.float64()),
+            "recover_s": arrow.array([s.recover_s for s in rows], pa.float64()),
         }
 
     def fault_summary(self) -> dict:
@@ -227,22 +228,23 @@ class Recorder:
         used = _floats(self._used).reshape(-1, 3)
         total = self.cluster.total
         util = np.divide(used, total, out=np.zeros_like(used), where=total > 0)
+        f64 = lambda a: arrow.array(a, pa.float64())  # noqa: E731
         return pa.table({
-            "time": pa.array(_floats(self._t), pa.float64()),
-            "gpu_used": used[:, 0], "cpu_used": used[:, 1], "mem_used": used[:, 2],
-            "gpu_util": util[:, 0], "cpu_util": util[:, 1], "mem_util": util[:, 2],
-            "running": pa.array(np.frombuffer(self._running, dtype=np.int64), pa.int32()),
-            "pending": pa.array(np.frombuffer(self._pending, dtype=np.int64), pa.int32()),
+            "time": arrow.array(_floats(self._t), pa.float64()),
+            "gpu_used": f64(used[:, 0]), "cpu_used": f64(used[:, 1]), "mem_used": f64(used[:, 2]),
+            "gpu_util": f64(util[:, 0]), "cpu_util": f64(util[:, 1]), "mem_util": f64(util[:, 2]),
+            "running": arrow.array(np.frombuffer(self._running, dtype=np.int64), pa.int32()),
+            "pending": arrow.array(np.frombuffer(self._pending, dtype=np.int64), pa.int32()),
         })
 
     def events(self) -> pa.Table:
         e = self._events
         return pa.table({
-            "time": pa.array(_floats(e["time"]), pa.float64()), "job_id": pa.array(e["job_id"], pa.string()),
-            "kind": pa.array(e["kind"], pa.string()),
-            "gpus_before": pa.array(_floats(e["gpus_before"]), pa.float64()),
-            "gpus_after": pa.array(_floats(e["gpus_after"]), pa.float64()),
-            "overhead_s": pa.array(_floats(e["overhead_s"]), pa.float64()),
+            "time": arrow.array(_floats(e["time"]), pa.float64()), "job_id": arrow.array(e["job_id"], pa.string()),
+            "kind": arrow.array(e["kind"], pa.string()),
+            "gpus_before": arrow.array(_floats(e["gpus_before"]), pa.float64()),
+            "gpus_after": arrow.array(_floats(e["gpus_after"]), pa.float64()),
+            "overhead_s": arrow.array(_floats(e["overhead_s"]), pa.float64()),
         })
 
     def summary(self) -> dict:
@@ -296,7 +298,7 @@ class Recorder:
         out.mkdir(parents=True, exist_ok=True)
         jobs, timeline = self.jobs(), self.timeline()
         rho = finish_time_fairness(jobs, timeline, self.cluster.total[0])
-        jobs = jobs.append_column("ftf_rho", pa.array(rho, pa.float64(), from_pandas=True))   # NaN -> null
+        jobs = jobs.append_column("ftf_rho", arrow.array(rho, pa.float64(), nan_is_null=True))
         tenants = tenant_summary(jobs)
         for name, table in (("jobs", jobs), ("timeline", timeline), ("events", self.events()), ("tenants", tenants)):
             atomic_write(out / f"{name}.parquet", lambda p, t=table: pq.write_table(t, p))
@@ -316,8 +318,8 @@ def _floats(column: array) -> np.ndarray:
 
 def jobs_in_system(timeline: pa.Table, at: np.ndarray) -> np.ndarray:
     """Integral of (running + pending jobs) from the first sample to each time in ``at``."""
-    t = timeline["time"].to_numpy()
-    n = (timeline["running"].to_numpy() + timeline["pending"].to_numpy()).astype(np.float64)
+    t = arrow.to_numpy(timeline["time"])
+    n = (arrow.to_numpy(timeline["running"]) + arrow.to_numpy(timeline["pending"])).astype(np.float64)
     if len(t) == 0:
         return np.zeros(len(at))
     cum = np.concatenate([[0.0], np.cumsum(n[:-1] * np.diff(t))])
@@ -335,8 +337,8 @@ def finish_time_fairness(jobs: pa.Table, timeline: pa.Table, total_gpus: float) 
     total_gpus / N GPUs; if that is less than it asks for it is time-shared (as in Gavel's
     isolated throughput), so its isolated JCT is ``duration_alone * max(1, gpus * N / total)``.
     rho <= 1: the job did at least as well as with its fair share; rho > 1: worse."""
-    submit = jobs["submit_time"].to_numpy(zero_copy_only=False)
-    end = jobs["end_time"].to_numpy(zero_copy_only=False).astype(np.float64)   # None -> NaN
+    submit = arrow.to_numpy(jobs["submit_time"])
+    end = arrow.to_numpy(jobs["end_time"]).astype(np.float64)   # None -> NaN
     done = ~np.isnan(end)
     rho = np.full(len(submit), np.nan)
     if not done.any() or total_gpus <= 0:
@@ -345,8 +347,8 @@ def finish_time_fairness(jobs: pa.Table, timeline: pa.Table, total_gpus: float) 
     life = e - s
     area = jobs_in_system(timeline, e) - jobs_in_system(timeline, s)
     n = np.maximum(np.divide(area, life, out=np.ones_like(life), where=life > 0), 1.0)
-    gpus = jobs["num_gpus"].to_numpy(zero_copy_only=False)[done]
-    alone = jobs["duration_alone"].to_numpy(zero_copy_only=False)[done] * np.maximum(1.0, gpus * n / total_gpus)
+    gpus = arrow.to_numpy(jobs["num_gpus"])[done]
+    alone = arrow.to_numpy(jobs["duration_alone"])[done] * np.maximum(1.0, gpus * n / total_gpus)
     rho[done] = np.divide(life, alone, out=np.full(len(life), np.nan), where=alone > 0)
     return rho
 
@@ -360,7 +362,7 @@ def tenant_summary(jobs: pa.Table) -> pa.Table:
     group = np.array([code[t] for t in tenant], dtype=np.int64)
     order = np.argsort(group, kind="stable")
     bounds = np.searchsorted(group[order], np.arange(len(keys) + 1))
-    col = {c: jobs[c].to_numpy(zero_copy_only=False).astype(np.float64)[order]
+    col = {c: arrow.to_numpy(jobs[c]).astype(np.float64)[order]
            for c in ("jct", "waiting_time", "gpu_hours", "ftf_rho")}
     fin_all = (np.array(jobs["status"].to_pylist(), dtype=object) == Status.FINISHED.value)[order]
     stat = lambda a, f: float(f(a)) if len(a) else None  # noqa: E731
@@ -378,7 +380,7 @@ def tenant_summary(jobs: pa.Table) -> pa.Table:
     schema = pa.schema([("tenant", pa.string()), ("jobs", pa.int64()), ("jobs_finished", pa.int64()),
                         *[(c, pa.float64()) for c in ("jct_mean", "jct_p95", "waiting_time_mean", "gpu_hours",
                                                       "ftf_rho_mean", "ftf_rho_max")]])
-    return pa.Table.from_pylist(rows, schema=schema)
+    return pa.table({f.name: arrow.array([r[f.name] for r in rows], f.type) for f in schema})
 
 
 def extra_summary(jobs: pa.Table, timeline: pa.Table, total) -> dict:
@@ -386,21 +388,21 @@ def extra_summary(jobs: pa.Table, timeline: pa.Table, total) -> dict:
     GPU-hours, fairness, and utilization over the busy window, the time with at least one job
     in the system (None where the cluster has none of a resource)."""
     fin = np.array(jobs["status"].to_pylist(), dtype=object) == Status.FINISHED.value
-    wait = jobs["waiting_time"].to_numpy(zero_copy_only=False)[fin]
-    rho = jobs["ftf_rho"].to_numpy(zero_copy_only=False)[fin]
+    wait = arrow.to_numpy(jobs["waiting_time"])[fin]
+    rho = arrow.to_numpy(jobs["ftf_rho"])[fin]
     rho = rho[~np.isnan(rho)]
-    t = timeline["time"].to_numpy()
-    busy = (timeline["running"].to_numpy() + timeline["pending"].to_numpy()) > 0
+    t = arrow.to_numpy(timeline["time"])
+    busy = (arrow.to_numpy(timeline["running"]) + arrow.to_numpy(timeline["pending"])) > 0
     dt = np.diff(t)
     out = {"waiting_time_mean": float(wait.mean()) if len(wait) else None,
            "waiting_time_p95": float(np.percentile(wait, 95)) if len(wait) else None,
-           "gpu_hours": float(np.nansum(jobs["gpu_hours"].to_numpy(zero_copy_only=False))),
+           "gpu_hours": float(np.nansum(arrow.to_numpy(jobs["gpu_hours"]))),
            "ftf_rho_mean": float(rho.mean()) if len(rho) else None,
            "ftf_rho_max": float(rho.max()) if len(rho) else None,
            "ftf_unfair_fraction": float((rho > 1.0 + 1e-9).mean()) if len(rho) else None,
            "busy_time": float(dt[busy[:-1]].sum()) if len(t) > 1 else 0.0}
     for r, c in zip(("gpu", "cpu", "mem"), total):
-        used = timeline[f"{r}_used"].to_numpy()
+        used = arrow.to_numpy(timeline[f"{r}_used"])
         area = float((used[:-1] * dt)[busy[:-1]].sum()) if len(t) > 1 else 0.0
         out[f"{r}_util_busy"] = area / (c * out["busy_time"]) if c > 0 and out["busy_time"] > 0 else None
     return out

@@ -212,17 +212,17 @@ class TableSpeed:
         keys = sorted(acc)
         self.keys = np.array(keys, dtype=np.float64)
         self.values = np.array([np.mean(acc[k]) for k in keys])
-        if self.keys.shape[1] == 1:
-            self._interp = None
-        elif len(keys) > self.keys.shape[1]:
+        self._interp = None   # built at the first prediction: scipy loads only for the grids a run uses
+        return self
+
+    def _interpolators(self) -> tuple:
+        if len(self.keys) > self.keys.shape[1]:
             from scipy.interpolate import LinearNDInterpolator, NearestNDInterpolator   # not at start-up
 
-            self._interp = (LinearNDInterpolator(self.keys, self.values), NearestNDInterpolator(self.keys, self.values))
-        else:
-            from scipy.interpolate import NearestNDInterpolator
+            return LinearNDInterpolator(self.keys, self.values), NearestNDInterpolator(self.keys, self.values)
+        from scipy.interpolate import NearestNDInterpolator
 
-            self._interp = (None, NearestNDInterpolator(self.keys, self.values))
-        return self
+        return None, NearestNDInterpolator(self.keys, self.values)
 
     def predict(self, xs) -> np.ndarray:
         if not hasattr(self, "keys"):
@@ -230,6 +230,8 @@ class TableSpeed:
         pts = np.array([[float(v) for v in x] for x in _as_rows(xs)])
         if self.keys.shape[1] == 1:
             return np.interp(pts[:, 0], self.keys[:, 0], self.values)
+        if self._interp is None:
+            self._interp = self._interpolators()
         lin, near = self._interp
         out = lin(pts) if lin is not None else np.full(len(pts), np.nan)
         miss = np.isnan(out)

@@ -38,13 +38,20 @@ def test_importing_the_experiment_and_engine_loads_no_heavy_library():
     assert mods.isdisjoint(HEAVY), sorted(mods & set(HEAVY))
 
 
-def test_a_run_of_the_command_never_imports_pandas(tmp_path):
-    """pyarrow would import pandas (~0.3 s) at its first conversion; the command tells it not to."""
+def test_a_run_of_the_command_imports_neither_pandas_nor_scipy(tmp_path):
+    """pyarrow imports pandas (~0.3 s) at its first conversion of Python objects or to numpy;
+    the run's outputs are built and read from buffers instead (simulator/arrow.py). scipy
+    (0.3-0.9 s) fits the zoo's speed models: their coefficients are kept across processes
+    (simulator/profiles) and the PS grids' interpolators built for the grids a run uses. As in
+    every run after the first on a machine, the trace and the coefficients are cached (the first
+    conversion of a trace and the first fit of the zoo import them, once)."""
+    loaded("from clustersim.experiment import compose, load_trace\nload_trace(compose()['trace'])\n"
+           "from clustersim.simulator import profiles\nprofiles.load()", cwd=tmp_path)   # the caches, warm
     code = (f"sys.argv = ['clustersim', 'hydra.run.dir={tmp_path / 'run'}', 'progress=false']\n"
             "from clustersim.cli import entry\nentry()")
     mods = loaded(code, cwd=tmp_path)
     assert (tmp_path / "run" / "jobs.parquet").is_file()
-    assert "pyarrow" in mods and "pandas" not in mods
+    assert "pyarrow" in mods and "pandas" not in mods and "scipy" not in mods
 
 
 def test_help_lists_the_groups_the_experiment_checks():
@@ -52,3 +59,14 @@ def test_help_lists_the_groups_the_experiment_checks():
     from clustersim.experiment import GROUPS
 
     assert tuple(defaults()) == GROUPS
+
+
+def test_pyarrow_still_knows_pandas_after_a_run(tmp_path):
+    """A plugin in the same process (a trace format, say) may hand pyarrow a DataFrame after a run."""
+    code = (f"sys.argv = ['clustersim', 'hydra.run.dir={tmp_path / 'run'}', 'progress=false']\n"
+            "from clustersim.cli import entry\nentry()\n"
+            "import pandas as pd, pyarrow as pa\n"
+            "df = pd.DataFrame({'a': [1.0, None]})\n"
+            "assert pa.table(df).equals(pa.Table.from_pandas(df, preserve_index=False))\n"
+            "assert pa.table(df)['a'].null_count == 1\n")
+    assert "pandas" in loaded(code, cwd=tmp_path)

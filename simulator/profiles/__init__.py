@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 import re
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -202,11 +203,100 @@ def load(files: list[str | Path] | None = None) -> Zoo:
     key = tuple(texts)
     if key not in _BUILT:
         _BUILT.clear()   # one zoo kept: a sweep's runs load the same files
-        _BUILT[key] = _load(paths, [t for _, t in texts])
+        with _kept_fits([t for _, t in texts]):
+            _BUILT[key] = _load(paths, [t for _, t in texts])
     return _BUILT[key]
 
 
 _BUILT: dict[tuple, Zoo] = {}
+
+
+# ---------------------------------------------------------------------------- fitted coefficients, kept
+# Fitting the zoo's speed models imports scipy (0.3-0.9 s, more than a default run takes) for
+# fits whose inputs rarely change. A zoo keeps its fitted coefficients in a file named by a hash
+# of the profile files' text, the fitting code and the numeric libraries' versions, each fit under
+# a hash of its own inputs; a later process takes them from there, bit for bit (JSON floats
+# round-trip exactly), instead of fitting. The file is written atomically and only read when its
+# version matches; deleting it (or the folder) only costs the next load a fit.
+FITS_VERSION = 1
+FITS_ENV = "CLUSTERSIM_PROFILE_FITS"   # "off": always fit, keep nothing
+_fits: dict | None = None              # while a zoo builds: fit key -> coefficients
+
+
+def fits_dir() -> Path:
+    """``<trace cache>/profile-fits`` (``$CLUSTERSIM_CACHE``, else ``~/.cache/clustersim/traces``)."""
+    from clustersim.traces.cache import default_dir
+
+    return default_dir() / "profile-fits"
+
+
+def _fits_file(texts: list[str]) -> Path:
+    import hashlib
+    import importlib.util
+
+    import numpy as np
+
+    from clustersim.simulator import speed as speed_module
+
+    spec = importlib.util.find_spec("scipy")   # its version without importing it
+    scipy_version = Path(spec.origin).with_name("version.py") if spec and spec.origin else None
+    h = hashlib.sha256(f"{FITS_VERSION}\0{np.__version__}\0".encode())
+    for part in (Path(speed_module.__file__), Path(__file__), scipy_version):   # the fitting code, its inputs
+        h.update(part.read_bytes() if part is not None and part.is_file() else b"-")
+    for text in texts:
+        h.update(b"\0" + text.encode())
+    return fits_dir() / f"{h.hexdigest()[:32]}.json"
+
+
+@contextmanager
+def _kept_fits(texts: list[str]):
+    """While a zoo builds, ``_fit`` takes coefficients from (and adds new ones to) its fits file."""
+    global _fits
+    import json
+    import os
+
+    if os.environ.get(FITS_ENV) == "off":
+        yield
+        return
+    path = _fits_file(texts)
+    try:
+        data = json.loads(path.read_text())
+        kept = data["fits"] if data.get("version") == FITS_VERSION else {}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):   # none yet, or damaged: fit again
+        kept = {}
+    _fits = dict(kept)
+    try:
+        yield
+        if _fits != kept:
+            tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+            try:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                tmp.write_text(json.dumps({"version": FITS_VERSION, "fits": _fits}))
+                os.replace(tmp, path)
+            except OSError:   # a cache: a folder we cannot write costs the next load a fit, nothing else
+                with suppress(OSError):
+                    tmp.unlink(missing_ok=True)
+    finally:
+        _fits = None
+
+
+def _fit(model, samples, **kw):
+    """``model.fit(samples, **kw)``, or the coefficients a fit to the same inputs found before."""
+    if _fits is None:
+        return model.fit(samples, **kw)
+    import hashlib
+
+    import numpy as np
+
+    params = sorted((k, v) for k, v in vars(model).items() if k != "theta")
+    key = hashlib.sha256(repr((type(model).__name__, params, list(samples), sorted(kw.items()))).encode()).hexdigest()
+    theta = _fits.get(key)
+    if theta is None:
+        model.fit(samples, **kw)
+        _fits[key] = [float(t) for t in model.theta]
+    else:
+        model.theta = np.array(theta, dtype=np.float64)
+    return model
 
 
 def _load(paths: list[Path], texts: list[str]) -> Zoo:
@@ -372,7 +462,7 @@ class _PSAsyncKind:
             raise ProfileError(f"{where}: speed.sync must name a ps profile with a measured grid (kind table)")
         big_m, m = base.batch_size, prof.batch_size
         pts = [((float(p), float(w)), v / big_m) for (p, w), v in zip(base.model.keys, base.model.values)]
-        theta0 = OptimusSpeed("sync", big_m).fit(pts).theta[0]
+        theta0 = _fit(OptimusSpeed("sync", big_m), pts).theta[0]
         if base.locality:   # the same transfer (θ2·w/p of the sync fit) in each async step
             prof.locality = (base.locality[0], base.locality[1], True)
         grid = {}
@@ -493,7 +583,7 @@ def _locality(speed, prof, where) -> tuple | None:
         raise ProfileError(f"{where}: speed.locality bandwidths must be > 0, got {loc!r}")
     m = prof.batch_size
     pts = [((p, w), v / m) for (p, w), v in zip(prof.model.keys, prof.model.values)]
-    return inter / intra, float(OptimusSpeed("sync", m).fit(pts).theta[2]), False
+    return inter / intra, float(_fit(OptimusSpeed("sync", m), pts).theta[2]), False
 
 
 def _ps_placed(locality, rate: float, p: int, w: int, nodes: int) -> float:
@@ -531,7 +621,7 @@ def _optimus(speed, batch: float, where) -> OptimusSpeed:
     if not isinstance(pts, list) or any(not isinstance(r, list) or len(r) != 3 for r in pts):
         raise ProfileError(f"{where}: speed.points must be rows [PS, workers, samples/s]")
     try:
-        return OptimusSpeed(mode, batch).fit([((r[0], r[1]), r[2]) for r in pts])
+        return _fit(OptimusSpeed(mode, batch), [((r[0], r[1]), r[2]) for r in pts])
     except ValueError as e:
         raise ProfileError(f"{where}: speed: {e}") from None
 
@@ -542,7 +632,7 @@ def _dlrover(speed, where) -> DLRoverSpeed:
         raise ProfileError(f"{where}: speed.points must be rows [workers, PS, worker CPU, PS CPU, steps/s]")
     model = DLRoverSpeed(worker_cpu_cap=float(speed.get("worker_cpu_cap", math.inf)))
     try:   # as few points as published; `shares` splits what they cannot separate
-        return model.fit([(tuple(r[:4]), r[4]) for r in pts], min_samples=1, shares=speed.get("shares"))
+        return _fit(model, [(tuple(r[:4]), r[4]) for r in pts], min_samples=1, shares=speed.get("shares"))
     except ValueError as e:
         raise ProfileError(f"{where}: speed: {e}") from None
 
@@ -563,7 +653,7 @@ def _allreduce(speed, prof: Profile, raw, built, chain, where) -> AllReduceSpeed
         prof.gpus_per_node = base.gpus_per_node
         model = AllReduceSpeed([c * fl, f, s, ai * mb, ae * mb])
     elif prof.tables:
-        model = AllReduceSpeed().fit(prof.table_samples())
+        model = _fit(AllReduceSpeed(), prof.table_samples())
     elif "theta" in speed:
         model = AllReduceSpeed(speed["theta"])
     else:
