@@ -61,7 +61,7 @@ from clustersim.simulator import overhead as overhead_mod
 from clustersim.simulator.cluster import EPS, CapacityError, Cluster, NodeGroup, tasks_per_node
 from clustersim.simulator.engine import Engine, Limits, RunawayError
 from clustersim.simulator.errors import OracleError, PolicyError
-from clustersim.simulator.job import JobSpec, RoleSpec, Status, task_demand
+from clustersim.simulator.job import JobSpec, RoleSpec, Status, Tasks, task_demand
 from clustersim.simulator.view import Decision
 
 __all__ = ["ConformanceError", "check_policy", "Case", "NodeFailure", "cases", "run_case", "EXAMPLES"]
@@ -528,10 +528,11 @@ def _check_outputs(rec, case: Case, tags: frozenset[str]) -> None:
         if status == "failed":   # ended early by its failures
             continue
         spec = specs[jid]
+        grants = "multi-resource" in tags   # it may grant a task more cores than requested
         if "elastic" in tags:
-            bound, what = _fastest(spec, case, elastic=True), "at the fastest rate its bounds allow"
-        elif _typed(spec, case):   # its duration holds on one GPU type; another type may be faster
-            bound, what = _fastest(spec, case, elastic=False), "alone at its request on its fastest GPU type"
+            bound, what = _fastest(spec, case, True, grants), "at the fastest rate its bounds allow"
+        elif grants or _typed(spec, case):   # its duration holds at its request on one GPU type
+            bound, what = _fastest(spec, case, False, grants), "alone at its request at its fastest"
         else:
             bound, what = spec.duration, "alone at its request"
         # tolerance: relative to the bound, plus the rounding of end - submit at the clock's magnitude
@@ -548,20 +549,23 @@ def _gpu_types(case: Case) -> list[str]:
     return sorted({g.gpu_type for g in case.groups})
 
 
-def _fastest(spec: JobSpec, case: Case, elastic: bool) -> float:
+def _fastest(spec: JobSpec, case: Case, elastic: bool, grants: bool = False) -> float:
     """The job's work over its fastest rate, all on one node of any of the case's GPU types: at
-    every task count its bounds allow (``elastic``), else at its request."""
+    every task count its bounds allow (``elastic``), else at its request; with ``grants``, each
+    task also granted the cores of the case's largest node (a multi-resource policy may grant more
+    than requested, and a speed model may run faster on more cores)."""
     if case.zoo:
         speed = _zoo().speed
     else:
         from clustersim.simulator.speed import LinearSpeed
         speed = LinearSpeed()
     counts_of = (lambda r: range(r.min_count, r.max_count + 1)) if elastic else (lambda r: (r.count,))
+    cores = max(g.cpus for g in case.groups) if grants else None
     best = 0.0
     for kind in _gpu_types(case):
         one_node = SimpleNamespace(gpu_type=[kind])
         for counts in itertools.product(*(counts_of(r) for r in spec.roles)):
-            alloc = {r.name: {0: n} for r, n in zip(spec.roles, counts) if n}
+            alloc = {r.name: Tasks({0: n}, cpu=cores) if cores else {0: n} for r, n in zip(spec.roles, counts) if n}
             best = max(best, speed.rate(spec, alloc, one_node))
     return spec.total_work / best if best > 0 else math.inf
 
