@@ -17,10 +17,8 @@ import time
 from clustersim.experiment import build_engine, compose, load_trace
 
 
-def replay(name: str, policy: str, profile: str) -> dict:
-    cfg = compose(["trace=elasticflow_raw", f"trace.path=bundled:elasticflow/raw/cluster{name}.csv",
-                   "trace.cache.enabled=false", "cluster=auto8", f"policy={policy}", f"profile={profile}",
-                   "progress=false"])
+def timed(cfg) -> tuple[dict, object, dict]:
+    """Load, build, run and summarise one config as `clustersim` does: (seconds per phase, engine, summary)."""
     t0 = time.perf_counter()
     table, report = load_trace(cfg.trace)
     t1 = time.perf_counter()
@@ -29,8 +27,17 @@ def replay(name: str, policy: str, profile: str) -> dict:
     recorder = engine.run()
     t3 = time.perf_counter()
     s = recorder.summary()
+    t4 = time.perf_counter()
+    return {"load_s": t1 - t0, "build_s": t2 - t1, "run_s": t3 - t2, "summary_s": t4 - t3}, engine, s
+
+
+def replay(name: str, policy: str, profile: str) -> dict:
+    cfg = compose(["trace=elasticflow_raw", f"trace.path=bundled:elasticflow/raw/cluster{name}.csv",
+                   "trace.cache.enabled=false", "cluster=auto8", f"policy={policy}", f"profile={profile}",
+                   "progress=false"])
+    phases, engine, s = timed(cfg)
     return {"cluster": name, "jobs": s["jobs"], "finished": s["jobs_finished"], "gpus": engine.cluster.total_gpus,
-            "load_s": t1 - t0, "build_s": t2 - t1, "run_s": t3 - t2, "events": engine.events,
+            "load_s": phases["load_s"], "build_s": phases["build_s"], "run_s": phases["run_s"], "events": engine.events,
             "jct_mean": s["jct_mean"], "gpu_util": s["gpu_util_mean"]}
 
 

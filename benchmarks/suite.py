@@ -86,22 +86,15 @@ def work_itp(policy: str) -> dict:
 
 
 def work_scale(policy: str, jobs: int) -> dict:
-    from clustersim.experiment import build_engine, compose, load_trace
+    from clustersim.experiment import compose
+    from elasticflow_fifo import timed   # beside this file
 
     cfg = compose(["trace=synthetic_philly", f"trace.options.jobs={jobs}", "trace.cache.enabled=false",
                    "cluster=auto8", f"policy={policy}", "progress=false"])
-    t0 = time.perf_counter()
-    table, report = load_trace(cfg.trace)
-    t1 = time.perf_counter()
-    engine = build_engine(cfg, table, report)
-    t2 = time.perf_counter()
-    recorder = engine.run()
-    t3 = time.perf_counter()
-    s = recorder.summary()
-    t4 = time.perf_counter()
-    return {"wall_s": t4 - t0, "events_per_s": engine.events / (t3 - t2), "jobs": s["jobs"],
-            "finished": s["jobs_finished"], "events": engine.events, "load_s": t1 - t0, "build_s": t2 - t1,
-            "engine_s": t3 - t2, "summary_s": t4 - t3, "gpus": engine.cluster.total_gpus}
+    t, engine, s = timed(cfg)
+    return {"wall_s": sum(t.values()), "events_per_s": engine.events / t["run_s"], "jobs": s["jobs"],
+            "finished": s["jobs_finished"], "events": engine.events, "load_s": t["load_s"], "build_s": t["build_s"],
+            "engine_s": t["run_s"], "summary_s": t["summary_s"], "gpus": engine.cluster.total_gpus}
 
 
 def worker(case: str) -> dict:
