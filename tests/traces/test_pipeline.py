@@ -157,16 +157,13 @@ def test_oversize_counts_all_roles_together():
 
 
 def test_run_writes_report_and_rejects(tmp_path):
-    from hydra import compose, initialize_config_module
-
-    from clustersim.experiment import run
+    from clustersim.experiment import compose, run
     src = tmp_path / "cluster10.csv"
     src.write_text((DATA / "elasticflow/raw/cluster10.csv").read_text().replace(",1\n", ",-1\n", 1))
-    with initialize_config_module("clustersim.configs", version_base=None):
-        c = compose("config", overrides=["trace=elasticflow_raw", f"trace.path={src}", "trace.on_bad_row=skip",
-                                         "trace.oversize=drop", "cluster=n16g4", "progress=false",
-                                         f"trace.cache.dir={tmp_path / 'c'}",
-                                         "+trace.transforms=[{op: sample, n: 100, how: first}]"])
+    c = compose(["trace=elasticflow_raw", f"trace.path={src}", "trace.on_bad_row=skip",
+                 "trace.oversize=drop", "cluster=n16g4", "progress=false",
+                 f"trace.cache.dir={tmp_path / 'c'}",
+                 "+trace.transforms=[{op: sample, n: 100, how: first}]"])
     run(c, tmp_path / "run")
     meta = json.loads((tmp_path / "run" / "run.json").read_text())["trace"]
     assert meta["rejected"] == 1 and meta["rejects_file"] == "trace_rejects.csv"

@@ -189,16 +189,13 @@ def test_all_rows_rejected_names_the_rejects_file_that_exists(tmp_path):
 
 
 def test_run_writes_rejects_even_when_it_fails_later(tmp_path):
-    from hydra import compose, initialize_config_module
-
-    from clustersim.experiment import run
+    from clustersim.experiment import compose, run
     src = tmp_path / "cluster10.csv"
     src.write_text((DATA / "elasticflow/raw/cluster10.csv").read_text().replace(",1\n", ",-1\n", 1))
-    with initialize_config_module("clustersim.configs", version_base=None):
-        c = compose("config", overrides=["trace=elasticflow_raw", f"trace.path={src}", "trace.on_bad_row=skip",
-                                         "trace.oversize=error", "cluster=n16g4", "progress=false",
-                                         "cluster.groups=[{count:1,gpus:4,cpus:40,mem:256}]",
-                                         f"trace.cache.dir={tmp_path / 'c'}"])
+    c = compose(["trace=elasticflow_raw", f"trace.path={src}", "trace.on_bad_row=skip",
+                 "trace.oversize=error", "cluster=n16g4", "progress=false",
+                 "cluster.groups=[{count:1,gpus:4,cpus:40,mem:256}]",
+                 f"trace.cache.dir={tmp_path / 'c'}"])
     with pytest.raises(TraceError, match=r"job\(s\) can never fit the cluster"):
         run(c, tmp_path / "run")
     rejects = (tmp_path / "run" / REJECTS_FILE).read_text().splitlines()
