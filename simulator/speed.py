@@ -305,15 +305,8 @@ class ProfileSpeed:
     def __init__(self, zoo):
         self.zoo = zoo
         self._cache: dict = {}
-        # roles tuple -> a small number standing for it in the cache key: a job's roles are hashed
-        # once, not field by field at every change (id keys, with the tuple kept so ids stay taken)
-        self._roles: dict[int, tuple] = {}
 
     def rate(self, spec: JobSpec, alloc: Allocation, cluster=None) -> float:
-        roles = spec.roles
-        known = self._roles.get(id(roles))
-        if known is None or known[0] is not roles:
-            known = self._roles[id(roles)] = (roles, len(self._roles))
         counts, cpus, nodes = [], [], set()   # one pass: tasks per role, CPU grants, nodes spanned
         for r, t in alloc.items():
             if t:
@@ -332,7 +325,7 @@ class ProfileSpeed:
         if prof.placement_aware:
             placed = alloc.get(scaling_role(spec), {})
             shape = tuple(placed[n] for n in sorted(placed) if placed[n])
-        key = (spec.profile, spec.batch_size, known[1], tuple(sorted(counts)), len(nodes), tuple(sorted(cpus)), types,
+        key = (spec.profile, spec.batch_size, spec.roles, tuple(sorted(counts)), len(nodes), tuple(sorted(cpus)), types,
                shape)
         r = self._cache.get(key)
         if r is None:
