@@ -63,6 +63,20 @@ def test_expansion_gives_gpus_one_at_a_time_by_relative_speedup():
     assert t == 0 and first == {"x": 3, "y": 5}   # started at their requests, grown in the same decision
 
 
+def compacting(compaction_threshold: int, c_work: float):
+    """Two 4-GPU machines: A and B (4 GPUs, elastic 2..4) from t = 0, then C (``c_work``), D and E
+    (2 GPUs, elastic 1..2) at t = 30; S(n) = sqrt(n); thresholds 1 and 100 GPU-s; no expansion."""
+    specs = jobs(gpu_job("a", 0, 4, 1e6, work=1e6, min_gpus=2, max_gpus=4),
+                 gpu_job("b", 0, 4, 1e6, work=1e6, min_gpus=2, max_gpus=4),
+                 gpu_job("c", 30, 2, c_work, work=c_work, min_gpus=1, max_gpus=2),
+                 gpu_job("d", 30, 2, 1e6, work=1e6, min_gpus=1, max_gpus=2),
+                 gpu_job("e", 30, 2, 1e6, work=1e6, min_gpus=1, max_gpus=2))
+    speed = TableSpeed({j: math.sqrt for j in "cdeab"})
+    pol, _ = run(specs, speed, cluster(nodes=2, gpus=4), thresholds=[1.0, 100.0],
+                 compaction_threshold=compaction_threshold, expansion=False)
+    return pol
+
+
 def test_compaction_starts_waiting_jobs_on_freed_and_idle_gpus():
     """Two 4-GPU machines, thresholds 1 and 100 GPU-s. A and B (4 GPUs, elastic 2..4) run first and
     reach G2 (t = 25); C, D, E (elastic 1..2) arrive at t = 30 in G0 and preempt them, then drop to
@@ -70,14 +84,7 @@ def test_compaction_starts_waiting_jobs_on_freed_and_idle_gpus():
     machine 1 holds E (2 GPUs) and 2 idle GPUs: p = 2 from idle gains sqrt(2) = 1.414; p = 3 adds
     one of E's (loss sqrt(2) - 1) for 1.732 - 0.414 = 1.318; machine 0 (C and D) gives at best
     0.586. So A starts on machine 1's two idle GPUs, below its request, before anything ends."""
-    specs = jobs(gpu_job("a", 0, 4, 1e6, work=1e6, min_gpus=2, max_gpus=4),
-                 gpu_job("b", 0, 4, 1e6, work=1e6, min_gpus=2, max_gpus=4),
-                 gpu_job("c", 30, 2, 1e6, work=1e6, min_gpus=1, max_gpus=2),
-                 gpu_job("d", 30, 2, 1e6, work=1e6, min_gpus=1, max_gpus=2),
-                 gpu_job("e", 30, 2, 1e6, work=1e6, min_gpus=1, max_gpus=2))
-    speed = TableSpeed({j: math.sqrt for j in "cdeab"})
-    pol, _ = run(specs, speed, cluster(nodes=2, gpus=4), thresholds=[1.0, 100.0], compaction_threshold=1,
-                 expansion=False)
+    pol = compacting(compaction_threshold=1, c_work=1e6)
     assert any(t == 30 and c.get("a") == 0 and c.get("b") == 0 for t, c in pol.log)   # preempted by G0
     restarted = [(t, c) for t, c in pol.log if t > 30 and c.get("a")]
     assert restarted, "A never started again"
@@ -90,14 +97,7 @@ def test_compaction_starts_waiting_jobs_on_freed_and_idle_gpus():
 def test_no_compaction_at_or_below_the_threshold():
     """The same state with N = 10: two waiting jobs do not exceed N, so A and B wait at their
     requested sizes until GPUs come free."""
-    specs = jobs(gpu_job("a", 0, 4, 1e6, work=1e6, min_gpus=2, max_gpus=4),
-                 gpu_job("b", 0, 4, 1e6, work=1e6, min_gpus=2, max_gpus=4),
-                 gpu_job("c", 30, 2, 500, work=500, min_gpus=1, max_gpus=2),
-                 gpu_job("d", 30, 2, 1e6, work=1e6, min_gpus=1, max_gpus=2),
-                 gpu_job("e", 30, 2, 1e6, work=1e6, min_gpus=1, max_gpus=2))
-    speed = TableSpeed({j: math.sqrt for j in "cdeab"})
-    pol, _ = run(specs, speed, cluster(nodes=2, gpus=4), thresholds=[1.0, 100.0], compaction_threshold=10,
-                 expansion=False)
+    pol = compacting(compaction_threshold=10, c_work=500)
     assert all(c.get("a", 0) in (0, 4) for _, c in pol.log)
 
 
