@@ -113,6 +113,7 @@ class Cluster:
         self._is_up = [True] * len(caps)  # plain bools: take checks them per touched node
         self._total = self.total.tolist() # plain floats: free_gpus is read at every decision
         self._down = [0.0, 0.0, 0.0]      # capacity of the nodes that are down
+        self._demands: dict = {}          # a task's (GPU, cores, GB) -> its non-zero resources (take/release)
 
     @property
     def num_nodes(self) -> int:
@@ -155,8 +156,7 @@ class Cluster:
     def release(self, spec: JobSpec, alloc: Allocation) -> None:
         used, rows, caps, free = self.used, self._rows, self._caps, self.free
         for role, nodes in alloc.items():
-            d = task_demand(spec.role(role), nodes)
-            held = [(k, x) for k, x in enumerate(d) if x]
+            held = self._held(task_demand(spec.role(role), nodes))
             for node, count in nodes.items():
                 row, cap = rows[node], caps[node]
                 for k, x in held:
@@ -169,8 +169,7 @@ class Cluster:
         """Place ``alloc``; raise CapacityError (naming ``who``, the job and node) if it does not fit."""
         used, rows, caps, free, up, n = self.used, self._rows, self._caps, self.free, self._is_up, len(self._rows)
         for role, nodes in alloc.items():
-            d = task_demand(spec.role(role), nodes)
-            held = [(k, x) for k, x in enumerate(d) if x]
+            held = self._held(task_demand(spec.role(role), nodes))
             for node, count in nodes.items():
                 if not (0 <= node < n) or not up[node]:
                     raise CapacityError(f"{who}: job {spec.job_id!r} placed on node {node}, which is "
@@ -187,6 +186,14 @@ class Cluster:
                     used[k] += count * x
                 free[node] = row
         self._snap_used()
+
+    def _held(self, demand: tuple[float, float, float]) -> tuple:
+        """(resource index, amount) of each resource a task of ``demand`` holds; few distinct demands
+        exist in a run, so each is worked out once."""
+        held = self._demands.get(demand)
+        if held is None:
+            held = self._demands[demand] = tuple((k, x) for k, x in enumerate(demand) if x)
+        return held
 
     def _snap_used(self) -> None:
         used = self.used

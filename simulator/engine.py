@@ -120,15 +120,14 @@ class Engine:
             raise ValueError("job ids must be unique")
         self.clock = _Clock(self.env, speed=self.speed, usage=usage, cluster=cluster,
                             profiled_error=self.observe.profiled_error, seed=seed, faults=faults)
-        declared = self.observe.declared_iterations   # the trace's iterations are what the owner asked for
-        self.views = {k: JobView(s, self.clock, policy.oracle, s.spec.total_work if declared else None)
-                      for k, s in self.states.items()}
+        self._oracle = bool(policy.oracle)
         self.pending: dict[str, JobView] = {}
         self.running: dict[str, JobView] = {}
         self._ro_pending, self._ro_running = read_only(self.pending), read_only(self.running)
         self._cluster_view = ClusterView(cluster)
         self._arrived: list[JobView] = []
         self._finished: list[JobView] = []
+        self._reported: tuple[JobView, ...] = ()   # ended jobs the last decision reported
         self._stopped: list[JobView] = []
         self._next = 0  # index of the next job to arrive
         self._decision_at: float | None = None
@@ -207,6 +206,13 @@ class Engine:
             st.version += 1
             self._enter_phase(st)
 
+    def view_of(self, job_id: str) -> JobView:
+        """What a policy sees of a job. The engine makes one per job as it arrives and keeps it
+        while the job is pending or running: a replay holds no view per finished job."""
+        st = self.states[job_id]
+        # with observe.declared_iterations, the trace's iterations are what the owner asked for
+        return JobView(st, self.clock, self._oracle, st.spec.total_work if self.observe.declared_iterations else None)
+
     def ended(self) -> bool:
         """Every job finished or failed."""
         return self._done == len(self.jobs)
@@ -234,8 +240,8 @@ class Engine:
         jobs = self.jobs
         while self._next < len(jobs) and jobs[self._next].submit_time <= now:
             spec = jobs[self._next]
-            view = self.views[spec.job_id]
-            self.states[spec.job_id].pending_since = now
+            view = self.view_of(spec.job_id)
+            view._state.pending_since = now
             self.pending[view.job_id] = view
             self._arrived.append(view)
             self._next += 1
@@ -328,8 +334,11 @@ class Engine:
             self._at(at - now, partial(self._decide, at), DECIDE)
 
     def _view(self) -> View:
+        for job in self._reported:   # policies have seen them ended: their samples are done with
+            job._state.samples = None
         view = View(self.clock, self._cluster_view, self._ro_pending, self._ro_running,
                     tuple(self._arrived), tuple(self._finished), tuple(self._stopped))
+        self._reported = view.finished
         self._arrived, self._finished, self._stopped = [], [], []
         return view
 
@@ -530,9 +539,12 @@ class Engine:
             new_rate *= st.factor
         # phases still ahead of an earlier change keep their own rates; what they were charged
         # against the old rate is refunded and charged again against the new one
-        phases = [(d, min(r, new_rate)) for d, r in self._refund(st)] if st.phases else []
-        phases += [(tr.prepare_s, min(old_rate, new_rate)), (tr.pause_s, 0.0)]
-        lost = sum(d * (1.0 - r / new_rate) for d, r in phases)
+        if st.phases or tr.prepare_s or tr.pause_s:
+            phases = [(d, min(r, new_rate)) for d, r in self._refund(st)] if st.phases else []
+            phases += [(tr.prepare_s, min(old_rate, new_rate)), (tr.pause_s, 0.0)]
+            lost = sum(d * (1.0 - r / new_rate) for d, r in phases)
+        else:   # a free change with nothing ahead (a replay without overheads): no phase, nothing lost
+            phases, lost = (), 0.0
         lingering = st.gpus - alloc_gpus(st.spec, st.allocation) if st.allocation else 0.0
         st.allocation, st.steady_rate = new, new_rate
         st.gpus = alloc_gpus(st.spec, new) + max(lingering, 0.0)
@@ -573,7 +585,7 @@ class Engine:
         st.overhead_gpu_s -= refund * st.gpus
         return out
 
-    def _set_phases(self, st: JobState, phases: list[tuple[float, float]]) -> None:
+    def _set_phases(self, st: JobState, phases) -> None:
         t = self.env.now
         ahead = []
         for duration, rate in phases:

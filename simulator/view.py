@@ -267,7 +267,9 @@ class JobView:
     @property
     def throughput_samples(self) -> tuple[ThroughputSample, ...]:
         """Measured iterations/s over the recent intervals the job trained at a steady rate,
-        oldest first, the interval in progress last (each with measurement noise)."""
+        oldest first, the interval in progress last (each with measurement noise). An ended job's
+        samples are readable at the decision whose ``View.finished`` reports it; the engine
+        drops them at the next one (a long replay keeps no history per finished job)."""
         s = self._state
         out = [ThroughputSample(*x) for x in s.samples or ()]
         if out and out[-1].end is None:

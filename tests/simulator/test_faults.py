@@ -61,7 +61,7 @@ def test_node_failure_kills_exactly_its_tasks_and_resumes_from_the_last_checkpoi
     f = a.last_failure
     assert (f.time, f.cause, f.role, f.node) == (700.0, StopReason.NODE_DOWN, "worker", 0)
     assert a.failed_by == {"node_down": 1} and a.recover_s == pytest.approx(100.0, **EXACT)
-    assert eng.views["a"].last_failure == f and eng.views["a"].stop_reason is StopReason.NODE_DOWN
+    assert eng.view_of("a").last_failure == f and eng.view_of("a").stop_reason is StopReason.NODE_DOWN
     assert a.service == pytest.approx(4 * (700 + 400), **EXACT)   # the lost work held GPUs too
 
 
