@@ -107,7 +107,9 @@ def build_table(columns: dict[str, list]) -> pa.Table:
     data = {}
     for field in JOB_TABLE:
         if field.name == "roles":
-            data["roles"] = pa.array([[r.as_row() for r in rs] for rs in roles], field.type)
+            rows: dict = {}   # one row per role object: generated jobs share a few (keyed by id: all alive here)
+            data["roles"] = pa.array([[rows.get(id(r)) or rows.setdefault(id(r), r.as_row()) for r in rs]
+                                      for rs in roles], field.type)
         elif field.name == "num_gpus":
             data["num_gpus"] = pa.array([sum(r.count * r.gpu for r in rs) for rs in roles], pa.float64())
         elif field.name == "status" and "status" not in columns:

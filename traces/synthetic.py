@@ -25,8 +25,7 @@ import math
 
 import numpy as np
 
-from clustersim.traces.collect import Jobs
-from clustersim.traces.schema import Role, TraceError, gpu_worker_role
+from clustersim.traces.schema import Role, TraceError, build_table, gpu_worker_role, validate
 
 DAY_S = 86400.0
 
@@ -95,7 +94,8 @@ def philly_jobs(rng: np.random.Generator, jobs: int = 1000, arrival: dict | None
         durations[mask] = rng.lognormal(mu, sigma, size=int(mask.sum()))
     durations = np.clip(np.round(durations), *DURATION_BOUNDS_S)
     submit = arrivals(rng, jobs, **(arrival or {"process": "poisson", "rate_per_hour": PHILLY_RATE_PER_HOUR}))
-    return {"submit": submit, "roles": [[gpu_worker_role(float(g))] for g in gpus], "duration": durations,
+    role_of = {g: [gpu_worker_role(float(g))] for g in PHILLY_GPUS}   # one role list per size, shared
+    return {"submit": submit, "roles": [role_of[g] for g in gpus.tolist()], "duration": durations,
             "model": [None] * jobs}
 
 
@@ -302,14 +302,13 @@ def generate(rng: np.random.Generator, generator: str | None = None, **params):
         cols = GENERATORS[generator](rng, **params)
     except TypeError as e:
         raise TraceError(f"synthetic {generator}: bad parameters {params} ({e})") from None
-    jobs = Jobs(f"synthetic:{generator}")
     n = len(cols["submit"])
-    iterations, batch_sizes = cols.get("iterations", [None] * n), cols.get("batch_size", [None] * n)
-    users, tenants = cols.get("user", [None] * n), cols.get("tenant", [None] * n)
-    for i in range(n):
-        with jobs.row(i + 1):
-            jobs.add(f"{generator}-{i}", float(cols["submit"][i]), cols["roles"][i],
-                     duration=None if cols["duration"][i] is None else float(cols["duration"][i]),
-                     iterations=iterations[i], model=cols["model"][i], batch_size=batch_sizes[i],
-                     user=users[i], tenant=tenants[i])
-    return jobs.table()
+    none = [None] * n
+    duration = [None if d is None else float(d) for d in cols["duration"]]
+    table = build_table({"job_id": [f"{generator}-{i}" for i in range(n)],
+                         "submit_time": [float(t) for t in cols["submit"]], "roles": cols["roles"],
+                         "duration": duration, "iterations": cols.get("iterations", none), "model": cols["model"],
+                         "batch_size": cols.get("batch_size", none), "user": cols.get("user", none),
+                         "tenant": cols.get("tenant", none)})
+    # the rows are checked as a trace's are, at once: a generator's parameters can still make bad ones
+    return validate(table, f"synthetic:{generator}")
