@@ -71,6 +71,15 @@ class RoleSpec:
     mem: float
     min_count: int
     max_count: int
+    # worked out once: roles key the speed model's and the build's caches, hashed per change and per job
+    _hash: int = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_hash", hash((self.name, self.count, self.gpu, self.cpu, self.mem,
+                                                self.min_count, self.max_count)))
+
+    def __hash__(self) -> int:
+        return self._hash
 
     @property
     def demand(self) -> tuple[float, float, float]:

@@ -108,21 +108,28 @@ def build_jobs(table: pa.Table, source: str = "trace", assignment: Assignment | 
     interned: dict[tuple, tuple[RoleSpec, ...]] = {}
     rng = component_rng(seed, "workload") if assignment else None
     rates: dict = {}   # (profile, batch, roles) -> rate at the requested allocation, placed packed
+    matched: dict = {}   # (model, roles) -> (family, the model's profile or None): a few distinct per trace
     jobs = []
     for i, (job_id, submit, duration, iterations, key, tenant, user, model, deadline, priority, batch, gpu_type) in \
             enumerate(zip(*cols)):
         roles = interned.get(key)
         if roles is None:
             roles = interned[key] = tuple(RoleSpec(*r) for r in key)
-        fields = dict(index=i, job_id=job_id, submit_time=submit, roles=roles, total_work=iterations or duration or 0.0,
-                      duration=duration, tenant=tenant, user=user, model=model, profile=model, deadline=deadline,
-                      priority=priority, batch_size=batch, gpu_type=gpu_type)
         if assignment is None:
             if duration is None:
                 raise TraceError(f"{source}: row {i} (job {job_id!r}): no duration, and no speed profile to turn "
                                  "its iterations into time")
-        else:
-            _with_profile(fields, assignment, rng, cluster, rates, f"{source}: row {i} (job {job_id!r})")
+            jobs.append(JobSpec(i, job_id, submit, roles, iterations or duration or 0.0, duration, tenant, user, model,
+                                model, deadline, priority, batch, gpu_type))
+            continue
+        fields = dict(index=i, job_id=job_id, submit_time=submit, roles=roles, total_work=iterations or duration or 0.0,
+                      duration=duration, tenant=tenant, user=user, model=model, profile=model, deadline=deadline,
+                      priority=priority, batch_size=batch, gpu_type=gpu_type)
+        m = matched.get((model, key))
+        if m is None:
+            family = family_of(roles)
+            m = matched[(model, key)] = (family, assignment.zoo.match(model, family))
+        _with_profile(fields, assignment, rng, cluster, rates, f"{source}: row {i} (job {job_id!r})", *m)
         jobs.append(JobSpec(**fields))
     if assignment and (assignment.curves_for_all or any(s.total_work == 0 for s in jobs)):
         from clustersim.simulator.convergence import assign_curves
@@ -139,11 +146,10 @@ def family_of(roles) -> str:
     return "ps" if any(r.name == "ps" for r in roles) else "gpu"
 
 
-def _with_profile(fields: dict, a: Assignment, rng, cluster, rates: dict, where: str) -> None:
-    """Give the job (``fields``, a JobSpec's keywords, updated in place) its profile, and its work
-    or duration from the profile's rate at the requested allocation."""
-    family = family_of(fields["roles"])
-    prof = a.zoo.match(fields["model"], family)
+def _with_profile(fields: dict, a: Assignment, rng, cluster, rates: dict, where: str, family: str, prof) -> None:
+    """Give the job (``fields``, a JobSpec's keywords, updated in place) its profile (``prof``, the
+    one its model names in ``family``, if any), and its work or duration from the profile's rate
+    at the requested allocation."""
     if prof is None:
         if fields["model"] and a.unknown == "error":
             raise TraceError(f"{where}: model {fields['model']!r} has no {family} profile; known: "
