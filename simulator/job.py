@@ -220,7 +220,6 @@ class JobState:
     waited: float = 0.0             # seconds spent pending, before the first start and after stops
     pending_since: float = 0.0
     samples: list | None = None     # measured throughput: [t0, t1, measured it/s, allocation] per steady phase
-    noise: float = 1.0              # the current phase's measurement error factor
     # checkpoints (simulator/faults.py): while running, one every ``interval`` s of wall time from
     # the (re)start, per store; ``ckpts`` holds [interval, next time, (time, progress, service) of
     # the latest] per store (durable, and in memory with flash checkpoints); ``ckpt_next``: the soonest

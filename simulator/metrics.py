@@ -296,11 +296,13 @@ class Recorder:
     def write(self, run_dir: str | os.PathLike, meta: dict | None = None) -> dict:
         out = Path(run_dir)
         out.mkdir(parents=True, exist_ok=True)
+        # one table at a time where it can be: the events are written and let go before the rest is built
+        atomic_write(out / "events.parquet", lambda p: pq.write_table(self.events(), p))
         jobs, timeline = self.jobs(), self.timeline()
         rho = finish_time_fairness(jobs, timeline, self.cluster.total[0])
         jobs = jobs.append_column("ftf_rho", arrow.array(rho, pa.float64(), nan_is_null=True))
         tenants = tenant_summary(jobs)
-        for name, table in (("jobs", jobs), ("timeline", timeline), ("events", self.events()), ("tenants", tenants)):
+        for name, table in (("jobs", jobs), ("timeline", timeline), ("tenants", tenants)):
             atomic_write(out / f"{name}.parquet", lambda p, t=table: pq.write_table(t, p))
         summary = {**self.summary(), **extra_summary(jobs, timeline, self.cluster.total)}
         if meta is not None:
