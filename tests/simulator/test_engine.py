@@ -228,3 +228,34 @@ def test_a_job_whose_roles_together_exceed_the_cluster_cores_is_refused():
     spec = JobSpec(index=0, job_id="ps", submit_time=0.0, roles=roles, total_work=10.0, duration=10.0)
     with pytest.raises(ValueError, match="job 'ps' asks for more than the whole cluster"):
         Engine([spec], cluster(nodes=1, cpus=32), Fifo(), progress=False)  # each role fits, both do not
+
+
+class Watcher(Fifo):
+    """FIFO that records, at each decision, the ended jobs it is told of and their samples, and
+    whether the views of jobs it saw end earlier still hold theirs."""
+
+    def __init__(self):
+        super().__init__()
+        self.told, self.earlier = {}, []
+        self.seen = []
+
+    def decide(self, view):
+        self.earlier.append([len(j.throughput_samples) for j in self.seen])
+        for j in view.finished:
+            self.told[j.job_id] = [(s.start, s.end) for s in j.throughput_samples]
+        self.seen.extend(view.finished)
+        return super().decide(view)
+
+
+def test_an_ended_jobs_samples_are_read_at_the_decision_that_reports_it_then_dropped():
+    # a runs 0-100 and b 150-250 on the one node; c arrives at 300 so a third decision comes after b's
+    from clustersim.simulator.engine import Observe
+    p = Watcher()
+    specs = jobs(gpu_job("a", 0.0, 4, 100.0), gpu_job("b", 150.0, 4, 100.0), gpu_job("c", 300.0, 4, 10.0))
+    engine = Engine(specs, cluster(), p, progress=False, observe=Observe(throughput_noise=0.0))
+    engine.run()
+    assert p.told == {"a": [(0.0, 100.0)], "b": [(150.0, 250.0)], "c": [(300.0, 310.0)]}
+    # decisions at 0, 100 (a reported), 150 (a's dropped), 250 (b reported), 300 (b's dropped), 310 (c)
+    assert p.earlier == [[], [], [0], [0], [0, 0], [0, 0]]
+    # a job's view lives while the job is pending or running; one made after the run reads the state
+    assert engine.view_of("a").iterations_done == pytest.approx(100.0, **EXACT)
