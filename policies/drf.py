@@ -46,9 +46,9 @@ class Drf(Periodic):
         order = _seniority_order(jobs)
         ladders = [a.ladder for a in order]
         taken = [0] * len(order)       # steps each job got
-        users: dict[str, list] = {}    # user -> [held, heap of (share, n)]: n, the seniority rank, breaks ties
+        users: dict = {}               # user -> [held, heap of (share, n)]: n, the seniority rank, breaks ties
         for n, job in enumerate(a.job for a in order):
-            user = (job.tenant or f"job:{job.job_id}") if self.by_tenant else job.job_id
+            user = (job.tenant or f"job:{job.job_id}") if self.by_tenant else n   # a job of its own: its rank
             users.setdefault(user, [[0.0, 0.0, 0.0], []])[1].append((0.0, n))  # ascending n: a heap already
         heap = [(0.0, mine[0][1], user) for user, (_, mine) in users.items()]
         heapq.heapify(heap)
@@ -85,5 +85,7 @@ def _share(demand, scale) -> float:
 def _seniority_order(jobs: list[Active]) -> list[Active]:
     """Ties between equal shares: jobs already running first (no needless preemption), then by
     arrival (the order ``jobs`` come in)."""
-    running = [a for a in jobs if a.job.gpus != 0]
-    return running + [a for a in jobs if a.job.gpus == 0] if len(running) < len(jobs) else running
+    running, waiting = [], []
+    for a in jobs:
+        (running if a.job.gpus != 0 else waiting).append(a)
+    return running + waiting

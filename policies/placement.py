@@ -110,7 +110,7 @@ def _spread_role(free, role, count) -> dict[int, int] | None:
     fit = tasks_per_node(free, role.demand)
     if fit.sum() < count:
         return None
-    heap = [(-int(f), i) for i, f in enumerate(fit) if f > 0]
+    heap = [(-f, i) for i, f in enumerate(fit.tolist()) if f > 0]
     heapq.heapify(heap)
     placed: dict[int, int] = {}
     for _ in range(count):  # water-filling: each task to the node with the most room left
