@@ -19,8 +19,8 @@ import heapq
 import math
 from typing import Literal
 
-from clustersim.policies.base import JobView, View, register
-from clustersim.policies.periodic import Periodic, Step
+from clustersim.policies.base import View, register
+from clustersim.policies.periodic import Active, Periodic, Step
 from clustersim.policies.placement import PlacementName
 from clustersim.simulator.cluster import EPS
 from clustersim.simulator.params import Positive
@@ -38,17 +38,17 @@ class Drf(Periodic):
             raise ValueError(f"drf: fair_share must be 'job' or 'tenant', got {fair_share!r}")
         self.by_tenant = fair_share == "tenant"
 
-    def allocate(self, view: View, jobs: list[JobView]) -> list[Step]:
+    def allocate(self, view: View, jobs: list[Active]) -> list[Step]:
         # plain floats, the same operations as on 3-vectors: x / inf is 0 for a resource the cluster lacks
         cap = view.cluster.up_capacity().tolist()
         scale = [c if c > 0 else math.inf for c in cap]
         left = [c + EPS for c in cap]
         order = _seniority_order(jobs)
-        ladders = [self.ladders[j.job_id] for j in order]
+        ladders = [a.ladder for a in order]
         taken = [0] * len(order)       # steps each job got
-        users: dict[str, list] = {}    # user -> [held, heap of (share, n)]: n, the seniority rank, breaks ties
-        for n, job in enumerate(order):
-            user = (job.tenant or f"job:{job.job_id}") if self.by_tenant else job.job_id
+        users: dict = {}               # user -> [held, heap of (share, n)]: n, the seniority rank, breaks ties
+        for n, job in enumerate(a.job for a in order):
+            user = (job.tenant or f"job:{job.job_id}") if self.by_tenant else n   # a job of its own: its rank
             users.setdefault(user, [[0.0, 0.0, 0.0], []])[1].append((0.0, n))  # ascending n: a heap already
         heap = [(0.0, mine[0][1], user) for user, (_, mine) in users.items()]
         heapq.heapify(heap)
@@ -74,7 +74,7 @@ class Drf(Periodic):
                     heapq.heappush(mine, (_share(ladder.total[k], scale), n))
             if mine:  # a step that did not fit saturates that job; the user's other jobs go on
                 heapq.heappush(heap, (_share(held, scale), mine[0][1], user))
-        return [Step(order[n], ladders[n].counts[taken[n] - 1]) for n in first]
+        return [Step(order[n].job, ladders[n].counts[taken[n] - 1]) for n in first]
 
 
 def _share(demand, scale) -> float:
@@ -82,12 +82,10 @@ def _share(demand, scale) -> float:
     return max(demand[0] / scale[0], demand[1] / scale[1], demand[2] / scale[2])
 
 
-def _seniority_order(jobs: list[JobView]) -> list[JobView]:
-    """Ties between equal shares: jobs already running first (no needless preemption), then by arrival."""
-    by_arrival = sorted(jobs, key=_arrival)   # nearly sorted already: linear
-    running = [j for j in by_arrival if j.gpus != 0]
-    return running + [j for j in by_arrival if j.gpus == 0] if len(running) < len(by_arrival) else running
-
-
-def _arrival(job: JobView) -> tuple:
-    return (job.submit_time, job.index)
+def _seniority_order(jobs: list[Active]) -> list[Active]:
+    """Ties between equal shares: jobs already running first (no needless preemption), then by
+    arrival (the order ``jobs`` come in)."""
+    running, waiting = [], []
+    for a in jobs:
+        (running if a.job.gpus != 0 else waiting).append(a)
+    return running + waiting

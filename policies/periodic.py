@@ -65,6 +65,19 @@ def _demand(roles, counts: dict) -> tuple:
     return (gpu, cpu, mem)
 
 
+class Active:
+    """An active job with what is worked out once for it: its arrival order (``key``) and its
+    ladder; ``truth`` holds a subclass's own per-job constants (Tetris: true running time, work)."""
+
+    __slots__ = ("job", "key", "ladder", "truth")
+
+    def __init__(self, job: JobView):
+        self.job = job
+        self.key = (job.submit_time, job.index)
+        self.ladder = Ladder(job)
+        self.truth = None
+
+
 class Step:
     """A job's allocation as planned: task counts per role."""
 
@@ -84,9 +97,8 @@ class Periodic(Policy):
         self.event_driven = event_driven
 
     def reset(self, view: View) -> None:
-        self.active: dict[str, JobView] = {}
+        self.active: dict[str, Active] = {}  # in arrival order: (submit time, index)
         self.least: dict[str, float] = {}  # job id -> GPUs of its smallest step
-        self.ladders: dict[str, Ladder] = {}
         self.held: dict[str, tuple] = {}   # job id -> (allocation, its task counts) as last seen
         self.next_at = 0.0
 
@@ -94,12 +106,9 @@ class Periodic(Policy):
         for job in view.finished:
             del self.active[job.job_id]
             del self.least[job.job_id]
-            del self.ladders[job.job_id]
             self.held.pop(job.job_id, None)
-        for job in view.arrived:
-            self.active[job.job_id] = job
-            self.least[job.job_id] = _least_step(job)
-            self.ladders[job.job_id] = Ladder(job)
+        if view.arrived:
+            self._arrive(view.arrived)
         due = view.now >= self.next_at - 1e-9
         changed = bool(view.arrived or view.finished or view.stopped)
         decision = Decision()
@@ -110,8 +119,19 @@ class Periodic(Policy):
         decision.wakeup = self.next_at - view.now
         return decision
 
-    def allocate(self, view: View, jobs: list[JobView]) -> list[Step]:
-        """Planned task counts of the jobs that get any, in priority order."""
+    def _arrive(self, jobs) -> None:
+        """Add arrivals keeping ``active`` in arrival order, so that no plan sorts its jobs again."""
+        new = sorted((Active(job) for job in jobs), key=_key)
+        newest = next(reversed(self.active.values()), None)
+        for a in new:
+            self.active[a.job.job_id] = a
+            self.least[a.job.job_id] = _least_step(a.job)
+        if newest is not None and new[0].key < newest.key:   # arrived out of order: sort again
+            self.active = dict(sorted(self.active.items(), key=lambda item: item[1].key))
+
+    def allocate(self, view: View, jobs: list[Active]) -> list[Step]:
+        """Planned task counts of the jobs that get any, in priority order; ``jobs`` are the
+        active jobs in arrival order."""
         raise NotImplementedError
 
     def smallest_step(self) -> float:
@@ -184,6 +204,10 @@ def _give_back(free: np.ndarray, job: JobView, old, new) -> None:
         d = np.asarray(task_demand(role, before))
         for node, c in before.items():
             free[node] += (c - after.get(node, 0)) * d
+
+
+def _key(active: Active) -> tuple:
+    return active.key
 
 
 def _least_step(job: JobView) -> float:

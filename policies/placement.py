@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import heapq
 import math
-from itertools import compress
 from typing import Callable, Literal, Mapping, Sequence
 
 import numpy as np
@@ -64,22 +63,20 @@ def _fill(free: np.ndarray, role: RoleSpec, count: int, fit: np.ndarray, order: 
 
 def _first_fit_role(free, role, count) -> dict[int, int] | None:
     """Nodes in index order, each filled as far as it goes: ``tasks_per_node``'s arithmetic, in
-    plain Python on the columns the role needs (on the small arrays of a decision this costs less
-    than numpy calls), skipping nodes with nothing free at C speed."""
+    plain Python on the rows of the nodes that may take a task. One numpy comparison finds those
+    (a superset: every node whose first needed resource has room for a task, up to rounding);
+    the exact test runs per node, so a decision on a big, busy cluster reads a few rows."""
     need = [(k, x) for k, x in enumerate(role.demand) if x > 0]
     if not need:   # a demand of nothing: every task fits on the first node
         return {0: count} if len(free) else None
-    cols = [free[:, k].tolist() for k, _ in need]
-    nodes = range(len(free))
-    if all((0.0 + EPS) / x < 1.0 for _, x in need):   # a node with nothing free of a resource holds no task
-        nodes = compress(nodes, cols[0])
-    (_, x0), col0 = need[0], cols[0]
-    rest = [(col, x) for col, (_, x) in zip(cols[1:], need[1:])]
+    k0, x0 = need[0]
+    nodes = np.flatnonzero(free[:, k0] >= x0 * (1.0 - 1e-9) - EPS).tolist()
     placed, left = {}, count
     for node in nodes:
-        per = (col0[node] + EPS) / x0
-        for col, x in rest:
-            per = min(per, (col[node] + EPS) / x)
+        row = free[node].tolist()
+        per = (row[k0] + EPS) / x0
+        for k, x in need:
+            per = min(per, (row[k] + EPS) / x)
         fit = MAX_TASKS_PER_NODE if per >= MAX_TASKS_PER_NODE else math.floor(per)
         if fit > 0:
             t = placed[node] = min(fit, left)
@@ -113,7 +110,7 @@ def _spread_role(free, role, count) -> dict[int, int] | None:
     fit = tasks_per_node(free, role.demand)
     if fit.sum() < count:
         return None
-    heap = [(-int(f), i) for i, f in enumerate(fit) if f > 0]
+    heap = [(-f, i) for i, f in enumerate(fit.tolist()) if f > 0]
     heapq.heapify(heap)
     placed: dict[int, int] = {}
     for _ in range(count):  # water-filling: each task to the node with the most room left
@@ -222,27 +219,43 @@ def min_nodes(capacity: np.ndarray, roles: Sequence[RoleSpec], counts: Mapping[s
     return len({n for nodes in alloc.values() for n, c in nodes.items() if c})
 
 
-def _held(free: np.ndarray, job) -> np.ndarray:
-    need = np.zeros_like(free)
+def _held(job) -> dict[int, list[float]]:
+    """What a running job (a JobView) holds on each of its nodes: (GPUs, cores, GB), summed over
+    its roles in role order. Only the touched rows: a whole-matrix scratch array costs more than
+    the job's few nodes."""
+    need: dict[int, list[float]] = {}
+    alloc = job.allocation
     for role in job.roles:
-        tasks = job.allocation.get(role.name, {})
-        d = np.asarray(task_demand(role, tasks))
+        tasks = alloc.get(role.name)
+        if not tasks:
+            continue
+        g, c, m = task_demand(role, tasks)
         for node, t in tasks.items():
-            need[node] += t * d
+            row = need.get(node)
+            if row is None:
+                need[node] = [t * g, t * c, t * m]
+            else:
+                row[0] += t * g
+                row[1] += t * c
+                row[2] += t * m
     return need
 
 
 def release(free: np.ndarray, job) -> None:
     """Give the resources a running job (a JobView) holds back to ``free``, to plan as if it stopped."""
-    free += _held(free, job)
+    for node, row in _held(job).items():
+        free[node] += row
 
 
 def keep_in_place(free: np.ndarray, job) -> bool:
     """Take a running job's current nodes back out of ``free`` if they are all still there."""
-    need = _held(free, job)
-    if (need > free + EPS).any():
-        return False
-    free -= need
+    need = _held(job)
+    for node, row in need.items():
+        f = free[node].tolist()
+        if row[0] > f[0] + EPS or row[1] > f[1] + EPS or row[2] > f[2] + EPS:
+            return False
+    for node, row in need.items():
+        free[node] -= row
     return True
 
 

@@ -21,8 +21,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from clustersim.policies.base import JobView, View, register
-from clustersim.policies.periodic import Periodic, Step
+from clustersim.policies.base import View, register
+from clustersim.policies.periodic import Active, Periodic, Step
 from clustersim.policies.placement import PlacementName
 from clustersim.simulator.cluster import EPS
 from clustersim.simulator.params import NonNegative, Positive
@@ -41,18 +41,14 @@ class Tetris(Periodic):
             raise ValueError(f"tetris: srtf_weight must be >= 0, got {srtf_weight}")
         self.weight = float(srtf_weight)
 
-    def reset(self, view: View) -> None:
-        super().reset(view)
-        self.truth: dict[str, tuple] = {}    # job id -> (running time, work): read once per job
-
-    def allocate(self, view: View, jobs: list[JobView]) -> list[Step]:
+    def allocate(self, view: View, jobs: list[Active]) -> list[Step]:
         if not jobs:
             return []
         cap = view.cluster.up_capacity()
         scale = np.where(cap > 0, cap, np.inf)
         left = cap + EPS
-        order = sorted(jobs, key=_arrival)   # nearly sorted already: linear
-        ladders = [self.ladders[j.job_id] for j in order]
+        order = jobs                        # in arrival order
+        ladders = [a.ladder for a in order]
         taken = [0] * len(order)            # steps each job got
         need = np.array([lad.step[0] for lad in ladders])
         remaining = np.array([self._remaining_time(j) for j in order])
@@ -68,7 +64,7 @@ class Tetris(Periodic):
         lf = left.tolist()                  # the same numbers as plain floats, to test a step against
         while live and (smallest <= 0 or lf[0] >= smallest):
             score = unit @ (left / scale) / mean_a - penalty
-            i = int(np.argmax(score))  # ties: the earlier arrival
+            i = int(score.argmax())  # ties: the earlier arrival
             k = taken[i]
             g, c, m = ladders[i].step[k]
             if g <= lf[0] and c <= lf[1] and m <= lf[2]:
@@ -83,22 +79,13 @@ class Tetris(Periodic):
                     continue
             penalty[i] = np.inf
             live -= 1
-        return [Step(order[i], ladders[i].counts[taken[i] - 1]) for i in first]
+        return [Step(order[i].job, ladders[i].counts[taken[i] - 1]) for i in first]
 
-    def _remaining_time(self, job: JobView) -> float:
+    def _remaining_time(self, active: Active) -> float:
         """True remaining running time at the requested allocation (ground truth: oracle only)."""
-        truth = self.truth.get(job.job_id)
-        if truth is None:
+        job, truth = active.job, active.truth
+        if truth is None:   # (running time, work): read once per job
             t = job.duration if job.duration is not None else job.total_work
-            truth = self.truth[job.job_id] = (t, job.total_work)
+            truth = active.truth = (t, job.total_work)
         t, work = truth
         return t * max(work - job.iterations_done, 0.0) / work
-
-    def decide(self, view: View):
-        for job in view.finished:
-            self.truth.pop(job.job_id, None)
-        return super().decide(view)
-
-
-def _arrival(job: JobView) -> tuple:
-    return (job.submit_time, job.index)
