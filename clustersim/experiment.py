@@ -15,13 +15,13 @@ from pathlib import Path
 from typing import Annotated
 
 import pyarrow as pa
-import pyarrow.compute as pc
 from omegaconf import DictConfig, OmegaConf
 
 from clustersim import policies
 from clustersim.simulator import cluster as cluster_mod
 from clustersim.simulator import faults as faults_mod
 from clustersim.simulator import overhead as overhead_mod
+from clustersim.simulator.arrow import compute as pc
 from clustersim.simulator.engine import Engine, Limits, Observe
 from clustersim.simulator.errors import ConfigError, UnfinishedJobsError
 from clustersim.simulator.metrics import Recorder, atomic_write, format_summary
@@ -110,7 +110,8 @@ def _build(c: dict, table: pa.Table | None, trace_report: LoadReport | None) -> 
     seed = c.get("seed", 0)
     if table is None:
         table, trace_report = load_trace(c["trace"], seed)
-    cluster = cluster_mod.from_config(c["cluster"], trace_gpu_demand(table))
+    demand = trace_gpu_demand(table) if c["cluster"].get("auto") else None   # only an auto cluster needs it
+    cluster = cluster_mod.from_config(c["cluster"], demand)
     table, oversize_record = oversize(table, cluster.capacity, c["trace"].get("oversize") or "error")
     if trace_report is not None:
         trace_report.oversize = oversize_record

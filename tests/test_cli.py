@@ -139,3 +139,38 @@ def test_a_runaway_policy_ends_within_seconds_with_a_message(tmp_path):
                    f"hydra.run.dir={tmp_path / 'run'}", cwd=tmp_path)
     assert p.returncode == 1
     assert "clustersim: error: policy 'tiresias': livelock: 2,000 decisions in a row" in p.stderr
+
+
+def composing(args: list[str], cwd: Path, hydras_own: bool = False) -> int:
+    """Run the command in a fresh interpreter; the number of configs Hydra composed. With
+    ``hydras_own``, Hydra composes as it does without clustersim.cli._compose_once."""
+    code = ("import sys\n"
+            "from hydra._internal.config_loader_impl import ConfigLoaderImpl as L\n"
+            "n, impl = [0], L._load_configuration_impl\n"
+            "def counted(self, *a, **k):\n    n[0] += 1\n    return impl(self, *a, **k)\n"
+            "L._load_configuration_impl = counted\n"
+            "import clustersim.cli as cli\n"
+            + ("cli._compose_once = lambda multirun: None\n" if hydras_own else "")
+            + f"sys.argv = ['clustersim', *{args!r}]\n"
+            "try:\n    cli.entry()\nfinally:\n    print('COMPOSED', n[0])\n")
+    p = subprocess.run([sys.executable, "-c", code], cwd=cwd, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    return int(p.stdout.rsplit("COMPOSED", 1)[1])
+
+
+@pytest.mark.parametrize("args", [["policy=srtf", "limits.max_events=100000"], ["-m", "seed=0,1", "observe.samples_kept=4"]])
+def test_a_run_composes_its_config_once_and_records_what_hydra_would(tmp_path, args):
+    """Hydra alone composes the config once to learn the mode and again to run it."""
+    dirs = {}
+    for own in (False, True):
+        out = tmp_path / f"own{own}"
+        where = [f"hydra.sweep.dir={out}"] if "-m" in args else [f"hydra.run.dir={out}"]
+        n = composing([*args, *where, "progress=false"], tmp_path, hydras_own=own)
+        # a sweep: the sweep's config, then seed=0's; seed=1's is made from seed=0's (the sweeper)
+        assert n == (2 if own else 1) + (1 if "-m" in args else 0)
+        dirs[own] = out
+    files = sorted(p.relative_to(dirs[True]) for p in dirs[True].rglob("*.yaml"))
+    assert len(files) == (7 if "-m" in args else 3)   # .hydra/{config,hydra,overrides}.yaml per run; multirun.yaml
+    for f in files:
+        mine, hydras = (dirs[False] / f).read_text(), (dirs[True] / f).read_text()
+        assert mine == hydras.replace(str(dirs[True]), str(dirs[False])), f

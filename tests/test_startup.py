@@ -54,6 +54,20 @@ def test_a_run_of_the_command_imports_neither_pandas_nor_scipy(tmp_path):
     assert "pyarrow" in mods and "pandas" not in mods and "scipy" not in mods
 
 
+def test_a_default_run_does_not_import_pyarrow_compute(tmp_path):
+    """pyarrow.compute builds a wrapper per Arrow kernel at import (~0.07 s): only traces that
+    are converted, transformed or sized into an ``auto`` cluster use it."""
+    code = (f"sys.argv = ['clustersim', 'hydra.run.dir={tmp_path / 'run'}', 'progress=false']\n"
+            "from clustersim.cli import entry\nentry()\n"
+            "print('MODULES=' + json.dumps(sorted(m for m in sys.modules if m.startswith('pyarrow'))))\n")
+    loaded("from clustersim.experiment import compose, load_trace\nload_trace(compose()['trace'])", cwd=tmp_path)
+    p = subprocess.run([sys.executable, "-c", "import json, sys\n" + code], capture_output=True, text=True,
+                       timeout=300, cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    mods = json.loads([x for x in p.stdout.splitlines() if x.startswith("MODULES=")][-1][len("MODULES="):])
+    assert "pyarrow.parquet" in mods and "pyarrow.compute" not in mods
+
+
 def test_help_lists_the_groups_the_experiment_checks():
     from clustersim.cli import defaults
     from clustersim.experiment import GROUPS

@@ -87,3 +87,42 @@ def test_a_bad_run_fails_the_sweep_before_any_run(tmp_path):
     assert "no_such_policy" in p.stderr
     assert "Could not find 'policy/no_such_policy'" in p.stderr
     assert not list(Path(out).glob("*/run.json"))   # checked before the first run started
+
+
+def composer():
+    from hydra._internal.config_loader_impl import ConfigLoaderImpl
+    from hydra._internal.utils import create_config_search_path
+
+    import clustersim.sweep  # noqa: F401  (the ${run_name:...} resolver)
+
+    return ConfigLoaderImpl(config_search_path=create_config_search_path("pkg://clustersim.configs"))
+
+
+def test_runs_made_from_a_composed_run_equal_hydras_composition():
+    """Runs that differ from a composed one only in plain values are made from its config; every
+    run's config (hydra node, override list, override_dirname included) is what Hydra composes."""
+    from hydra.types import RunMode
+    from omegaconf import OmegaConf
+
+    from clustersim.sweep import expand
+
+    args = ["seed=0,1,2", "policy=tiresias", "policy.thresholds=[3600,7200],[100,200]", "trace=tiresias_60,philly",
+            "+foo=1,2", "policy.starvation_knob=0,2.5", "until=null,100", "limits={max_events:5}"]
+    master = composer().load_configuration("config", [*args, "hydra/sweeper=clustersim", "hydra.mode=MULTIRUN"],
+                                           RunMode.MULTIRUN)
+    jobs = expand(master)
+    once, reference = plugin().ComposeOnce(composer(), keep=256), composer()
+    for job in jobs:
+        once.compose(master, job)
+    assert len(jobs) == 96 and len(once.templates) == 8   # one per thresholds x trace x foo
+    for job in jobs:
+        assert OmegaConf.to_yaml(once.load_sweep_config(master, job)) == \
+            OmegaConf.to_yaml(reference.load_sweep_config(master, job)), job
+
+
+def test_only_plain_values_are_taken_from_another_run():
+    once = plugin().ComposeOnce(composer(), keep=0)
+    assert once.plain(["seed=1", "policy=srtf"])[2][0].input_line == "seed=1"   # policy is a config group
+    assert [o.input_line for o in once.plain(["seed=1", "+foo=2", "x={a:1}", "y=[1]"])[2]] == ["seed=1"]
+    assert once.plain(["seed=1", "hydra.job.name=x"]) is None     # goes to hydra's own override list
+    assert once.plain(["observe=null", "observe.samples_kept=3"]) is None   # the order of the two matters

@@ -18,9 +18,9 @@ from pathlib import Path
 from typing import Literal, Mapping
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from clustersim import traces
+from clustersim.simulator.arrow import compute as pc
 from clustersim.simulator.params import check_params
 from clustersim.traces import cache, synthetic, transform
 from clustersim.traces.collect import REJECT_COLUMNS, BadRows, Reject

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
+from clustersim.simulator.arrow import compute as pc
 from clustersim.simulator.errors import TraceError  # noqa: F401  (re-exported: readers raise it)
 
 ROLE = pa.struct(

@@ -11,8 +11,8 @@ import math
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
+from clustersim.simulator.arrow import compute as pc
 from clustersim.traces.schema import ROLE, TraceError, role_rows, validate
 
 

@@ -11,13 +11,21 @@ the basic sweeper's; ``hydra/sweeper=basic`` selects Hydra's own.
 """
 
 import copy
+import sys
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Sequence
 
+from hydra._internal.config_loader_impl import ConfigLoaderImpl, get_overrides_dirname
 from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
 from hydra.core.config_loader import ConfigLoader
 from hydra.core.config_store import ConfigStore
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.core.override_parser.types import OverrideType
+from hydra.errors import ConfigCompositionException
 from hydra.types import HydraContext
+from omegaconf import OmegaConf
+from omegaconf.errors import OmegaConfBaseException
+from omegaconf.nodes import ValueNode
 
 
 @dataclass
@@ -65,21 +73,95 @@ class KeptFiles:
 
 class ComposeOnce(ConfigLoader):
     """The sweep's config loader, except that ``load_sweep_config`` hands out a config the
-    sweeper composed for the same master config and overrides (once) instead of composing."""
+    sweeper composed for the same master config and overrides (once) instead of composing.
+
+    Runs that differ from a composed one only in the values of plain keys (``seed=0,...,7``,
+    ``observe.throughput_noise=0.01,0.02``: no config group, no ``hydra.*``, no ``+``/``~``,
+    one value each) are made from a copy of its config with the run's values set, as Hydra's
+    composition sets them after building the same defaults list (``Template``); every other run
+    is composed."""
 
     def __init__(self, loader: ConfigLoader, keep: int):
         self.loader, self.keep, self.kept = loader, keep, {}
+        self.templates: dict = {}
         if hasattr(loader, "repository") and not isinstance(loader.repository, KeptFiles):
             loader.repository = KeptFiles(loader.repository)
 
     def __getstate__(self):   # a launcher may pickle it to other processes: they compose
-        return {"loader": self.loader, "keep": self.keep, "kept": {}}
+        return {"loader": self.loader, "keep": self.keep, "kept": {}, "templates": {}}
 
     def compose(self, master_config: Any, overrides: Sequence[str]) -> None:
         """Compose one run's config (raising as the launcher would) and keep it, room allowing."""
-        cfg = self.loader.load_sweep_config(master_config, list(overrides))
+        cfg = self.from_template(master_config, overrides)
+        if cfg is None:
+            cfg = self.loader.load_sweep_config(master_config, list(overrides))
+            self.add_template(master_config, overrides, cfg)
         if len(self.kept) < self.keep:
             self.kept[tuple(overrides)] = (master_config, cfg)
+
+    def plain(self, overrides: Sequence[str]) -> Optional[tuple]:
+        """The parsed overrides, their signature (each key, and the whole override where it is
+        not a plain value) and the plain ones: those that set one value of a key that is no
+        config group, which Hydra's composition applies last, on the defaults the others chose."""
+        repository = getattr(self.loader, "repository", None)
+        if repository is None:
+            return None
+        try:
+            parsed = OverridesParser.create().parse_overrides(list(overrides))
+        except Exception:
+            return None
+        if any(o.is_sweep_override() or o.is_hydra_override() for o in parsed):
+            return None
+        # the config overrides (Hydra's split: a dict, or a key that is no config group), which
+        # Hydra applies in their order: no two may touch the same key, so that their order is moot
+        config = [o for o in parsed if isinstance(o.value(), dict) or not repository.group_exists(o.key_or_group)]
+        keys = [o.key_or_group for o in config]
+        if len(set(keys)) != len(keys) or any(a.startswith(b + ".") for a in keys for b in keys):
+            return None
+        values = [o for o in config if o.type == OverrideType.CHANGE and o.package is None
+                  and isinstance(o.value(), (str, int, float, bool, type(None)))]
+        signature = tuple((o.key_or_group, None if o in values else o.input_line) for o in parsed)
+        return parsed, signature, values
+
+    def add_template(self, master_config: Any, overrides: Sequence[str], cfg: Any) -> None:
+        plain = self.plain(overrides)
+        if plain is None or len(self.templates) >= 32 or OmegaConf.select(cfg, "hydra.searchpath"):
+            return   # a search path override could make a key a config group for this run
+        parsed, signature, values = plain
+        if not values or len(cfg.hydra.overrides.task) != len(parsed):
+            return
+        for o in values:   # each key holds a value (not a config another run's value replaces)
+            parent, _, leaf = o.key_or_group.rpartition(".")
+            node = OmegaConf.select(cfg, parent) if parent else cfg
+            if not OmegaConf.is_dict(node) or not isinstance(node._get_node(leaf), ValueNode):
+                return
+        self.templates[signature] = (master_config, copy.deepcopy(cfg))
+
+    def from_template(self, master_config: Any, overrides: Sequence[str]) -> Any:
+        """The config of a run that differs from a composed run only in plain values, those values
+        set on a copy of its config as Hydra sets them."""
+        if not self.templates:
+            return None
+        plain = self.plain(overrides)
+        if plain is None or plain[1] not in self.templates:
+            return None
+        parsed, signature, values = plain
+        master, template = self.templates[signature]
+        if master is not master_config:
+            return None
+        cfg = copy.deepcopy(template)
+        try:
+            ConfigLoaderImpl._apply_overrides_to_config(values, cfg)
+        except OmegaConfBaseException as e:   # as Hydra's load_configuration reports it
+            raise ConfigCompositionException().with_traceback(sys.exc_info()[2]) from e
+        task = cfg.hydra.overrides.task
+        for i, o in enumerate(parsed):   # the template's overrides: the same keys in the same order
+            task[i] = o.input_line
+        od = cfg.hydra.job.config.override_dirname
+        cfg.hydra.job.override_dirname = get_overrides_dirname(overrides=parsed, kv_sep=od.kv_sep,
+                                                               item_sep=od.item_sep, exclude_keys=od.exclude_keys)
+        OmegaConf.copy_cache(from_config=master_config, to_config=cfg)
+        return cfg
 
     def load_sweep_config(self, master_config: Any, sweep_overrides: List[str]) -> Any:
         master, cfg = self.kept.pop(tuple(sweep_overrides), (None, None))
