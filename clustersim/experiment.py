@@ -147,6 +147,7 @@ def run(cfg: DictConfig | dict, run_dir: str | Path, overrides: list[str] | None
         Path(run_dir).mkdir(parents=True, exist_ok=True)
         atomic_write(Path(run_dir) / REJECTS_FILE, trace_report.write_rejects)
     engine = _build(c, table, trace_report)
+    del table   # the engine holds what it needs: a long replay keeps no second copy of the trace
     recorder = engine.run()
     wall = time.perf_counter() - t0
     meta = {**provenance(), "status": "complete", "config": c, "overrides": list(overrides or []),

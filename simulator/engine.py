@@ -87,7 +87,7 @@ class _Clock(Observer):
 
     @property
     def now(self) -> float:
-        return self._env.now
+        return self._env._now   # Environment.now's own field: views read it in every policy's hot loop
 
     @now.setter
     def now(self, _value) -> None:   # the dataclass sets a default; the environment owns time

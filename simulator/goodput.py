@@ -162,7 +162,7 @@ class Application:
         self.max_batch = max(self.validation)
         # measured step times per placement, by local batch
         self.measured: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
-        for pid in np.unique(self.placements["placement"]):
+        for pid in sorted(set(self.placements["placement"].tolist())):   # not np.unique: it imports numpy.ma
             rows = self.placements["placement"] == pid
             order = np.argsort(self.placements["local_bsz"][rows], kind="stable")
             self.measured[int(pid)] = tuple(self.placements[k][rows][order]
