@@ -397,25 +397,25 @@ class Engine:
             st = states.get(job_id)
             if st is None or (job_id not in pending and job_id not in running):
                 raise PolicyError(f"{self._who}: job {job_id!r} is not pending or running")
-            new = self._validated(st.spec, alloc)
+            new, gpus = self._validated(st.spec, alloc)
             if new != st.allocation:
                 change = _classify(st, new)
                 tr = FREE if change in STOPS else transition(st.spec, change, st.allocation, new)
-                changes.append((st, new, change, tr))
+                changes.append((st, new, change, tr, gpus))
         cluster = self.cluster
-        for st, _, _, _ in changes:
+        for st, _, _, _, _ in changes:
             if st.allocation:
                 cluster.release(st.spec, st.allocation)
-        for st, new, _, _ in changes:
+        for st, new, _, _, _ in changes:
             if new:
                 cluster.take(st.spec, new, self._who)
         handed = self._exit_gracefully(changes)
-        for st, new, change, tr in changes:
+        for st, new, change, tr, gpus in changes:
             if new:
                 if handed:
                     wait = max((handed.get(n, 0.0) for n in nodes_of(new) - nodes_of(st.allocation)), default=0.0)
                     tr = _after(tr, wait)
-                self._reconfigure(st, new, change, tr)
+                self._reconfigure(st, new, change, tr, gpus)
             else:
                 self._stop(st, change, StopReason.PREEMPTED, released=True)
         return bool(changes)
@@ -425,7 +425,7 @@ class Engine:
         Where the same decision gave those resources to another job, they are handed over: that
         job waits for the exit on those nodes. Returns {node: seconds to wait}."""
         handed: dict[int, float] = {}
-        for st, new, change, tr in changes:
+        for st, new, change, tr, _ in changes:
             if tr.release_s > 0 and change is Change.SCALE_IN:
                 leaving = _minus(st.allocation, new)
                 try:
@@ -451,12 +451,13 @@ class Engine:
         for alloc, _ in self._lingering.pop(st.spec.job_id, ()):
             self.cluster.release(st.spec, alloc)
 
-    def _validated(self, spec: JobSpec, alloc: Allocation | None) -> Allocation:
+    def _validated(self, spec: JobSpec, alloc: Allocation | None) -> tuple[Allocation, float]:
         """Normalise a wanted allocation (read-only ``Tasks`` per role, grants equal to the request
-        left implicit) and check it against the job's roles, bounds and grants."""
+        left implicit) and check it against the job's roles, bounds and grants; with the GPUs it
+        holds (``alloc_gpus``'s sum, worked out on the way)."""
         if not alloc:
-            return EMPTY
-        new, tasks = {}, {}
+            return EMPTY, 0
+        new, tasks, gpus = {}, {}, 0
         for role, nodes in alloc.items():
             try:
                 r = spec.role(role)
@@ -479,12 +480,13 @@ class Engine:
             if placed:
                 new[role] = Tasks(placed, None if cpu == r.cpu else cpu, None if mem == r.mem else mem)
                 tasks[role] = n
+                gpus += r.gpu * n
         for r in spec.roles:
             n = tasks.get(r.name, 0)
             if not r.min_count <= n <= r.max_count:
                 raise PolicyError(f"{self._who}: job {spec.job_id!r} role {r.name!r} gets {n} tasks; "
                                   f"it must run with {r.min_count}..{r.max_count} (gang)")
-        return MappingProxyType(new)
+        return MappingProxyType(new), gpus
 
     # ------------------------------------------------------------------ state changes
     def _fail(self, st: JobState, cause: StopReason, role: str | None, node: int | None) -> None:
@@ -526,7 +528,7 @@ class Engine:
         self._stopped.append(view)
         self.recorder.event(now, st, change.value, 0.0, old_gpus)
 
-    def _reconfigure(self, st: JobState, new: Allocation, change: Change, tr: Transition) -> None:
+    def _reconfigure(self, st: JobState, new: Allocation, change: Change, tr: Transition, gpus: float) -> None:
         now = self.env.now
         st.advance(now)
         job_id = st.spec.job_id
@@ -547,7 +549,7 @@ class Engine:
             phases, lost = (), 0.0
         lingering = st.gpus - alloc_gpus(st.spec, st.allocation) if st.allocation else 0.0
         st.allocation, st.steady_rate = new, new_rate
-        st.gpus = alloc_gpus(st.spec, new) + max(lingering, 0.0)
+        st.gpus = gpus + max(lingering, 0.0)
         if lost:
             st.overhead_s += lost
             st.overhead_gpu_s += lost * st.gpus
