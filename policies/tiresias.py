@@ -120,6 +120,7 @@ class Tiresias(Policy):
         # much of it the last plan admitted as one block (the rest was scanned job by job)
         self.count0, self.sum0, self.prefix = [0] * n, [[0.0, 0.0, 0.0] for _ in range(n)], [0] * n
         self.loose: set = set()                  # running jobs outside any running part
+        self.tail_sizes = [GpuSizes() for _ in self.queues]  # GPUs requested past each running part
 
     # ------------------------------------------------------------------ decisions
     def decide(self, view: View) -> Decision:
@@ -207,16 +208,12 @@ class Tiresias(Policy):
             if left[0] < smallest:
                 break
             start = prefix[q] = self._block(q, left)
-            for _, _, job in queue[start:] if start else queue:
-                if left[0] < smallest:
-                    return admitted
-                g, c, m = job.demand
-                if g <= left[0] and c <= left[1] and m <= left[2]:  # admission.admit, inline: the hot loop
-                    left[0] -= g
-                    left[1] -= c
-                    left[2] -= m
-                    job.mark = plan
-                    admitted.append(job)
+            tail = self.count0[q]
+            if not _scan(queue[start:tail], left, smallest, plan, admitted):
+                return admitted
+            # past the running part: skipped when its smallest job wants more GPUs than are left
+            if left[0] >= self.tail_sizes[q].smallest() and not _scan(queue[tail:], left, smallest, plan, admitted):
+                return admitted
         return admitted
 
     def _block(self, q: int, left: list[float]) -> int:
@@ -352,8 +349,8 @@ class Tiresias(Policy):
 
     def _insert(self, job: _Job) -> None:
         insort(self.queues[job.queue], job.entry())
-        if self.gittins is None and job.key[0] == 0:
-            self._running_part(job, 1)
+        if self.gittins is None:
+            self._part(job, 1)
         self._track(job)
 
     def _track(self, job: _Job) -> None:
@@ -366,8 +363,8 @@ class Tiresias(Policy):
     def _remove(self, job: _Job) -> None:
         queue = self.queues[job.queue]
         del queue[bisect_left(queue, (job.key, job.view.index))]
-        if self.gittins is None and job.key[0] == 0:
-            self._running_part(job, -1)
+        if self.gittins is None:
+            self._part(job, -1)
 
     def _running_part(self, job: _Job, sign: int) -> None:
         self.count0[job.queue] += sign
@@ -389,6 +386,15 @@ class Tiresias(Policy):
         job.key = key
         self._insert(job)
 
+    def _part(self, job: _Job, sign: int) -> None:
+        """Count a FIFO queue's job in its running part or in the part past it."""
+        if job.key[0] == 0:
+            self._running_part(job, sign)
+        elif sign > 0:
+            self.tail_sizes[job.queue].add(job.demand[0])
+        else:
+            self.tail_sizes[job.queue].remove(job.demand[0])
+
     def _rerank_running(self) -> None:
         for job in [j for running in self.running for j in running.values()]:
             key = self._gittins_key(job)
@@ -400,6 +406,22 @@ class Tiresias(Policy):
 
     def _rank(self, job: _Job) -> tuple:
         return (job.queue, job.key, job.view.index)
+
+
+def _scan(entries: list, left: list[float], smallest: float, plan: int, admitted: list) -> bool:
+    """Admit, in order, each job of ``entries`` whose request fits ``left``; False once fewer GPUs
+    are left than the ``smallest`` request (the scan may stop there)."""
+    for _, _, job in entries:
+        if left[0] < smallest:
+            return False
+        g, c, m = job.demand
+        if g <= left[0] and c <= left[1] and m <= left[2]:  # admission.admit, inline: the hot loop
+            left[0] -= g
+            left[1] -= c
+            left[2] -= m
+            job.mark = plan
+            admitted.append(job)
+    return True
 
 
 class GittinsIndex:
