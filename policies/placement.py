@@ -125,7 +125,7 @@ def _align_role(free, role, count) -> dict[int, int] | None:
     fit = tasks_per_node(free, role.demand)
     scale = free.max(axis=0)
     score = free @ (np.asarray(role.demand) / np.where(scale > 0, scale, 1.0))
-    order = np.lexsort((np.arange(len(free)), -score))
+    order = np.argsort(-score, kind="stable")   # ties: the lower index
     return _fill(free, role, count, fit, order[fit[order] > 0])
 
 
