@@ -29,18 +29,27 @@ class GpuSizes:
     """The GPUs each active job requests, counted: once fewer GPUs are left than the smallest,
     an admission scan can stop."""
 
-    __slots__ = ("_count",)
+    __slots__ = ("_count", "_min")
 
     def __init__(self) -> None:
         self._count: dict[float, int] = {}
+        self._min: float | None = None   # the smallest, while known (None: work it out again)
 
     def add(self, gpus: float) -> None:
         self._count[gpus] = self._count.get(gpus, 0) + 1
+        if self._min is not None and gpus < self._min:
+            self._min = gpus
 
     def remove(self, gpus: float) -> None:
         n = self._count.pop(gpus) - 1
         if n:
             self._count[gpus] = n
+        elif gpus == self._min:
+            self._min = None
 
     def smallest(self) -> float:
-        return min(self._count, default=0.0)
+        if self._min is None:
+            if not self._count:
+                return 0.0
+            self._min = min(self._count)
+        return self._min

@@ -45,6 +45,10 @@ class Drf(Periodic):
         left = [c + EPS for c in cap]
         order = _seniority_order(jobs)
         ladders = [a.ladder for a in order]
+        smallest = self.smallest_step()
+        if not self.by_tenant:
+            taken, first = _fill_jobs(ladders, left, scale, smallest)
+            return [Step(order[n].job, ladders[n].counts[taken[n] - 1]) for n in first]
         taken = [0] * len(order)       # steps each job got
         users: dict = {}               # user -> [held, heap of (share, n)]: n, the seniority rank, breaks ties
         for n, job in enumerate(a.job for a in order):
@@ -53,7 +57,6 @@ class Drf(Periodic):
         heap = [(0.0, mine[0][1], user) for user, (_, mine) in users.items()]
         heapq.heapify(heap)
         first: list[int] = []          # jobs in the order they got their first step
-        smallest = self.smallest_step()
         while heap and (smallest <= 0 or left[0] >= smallest):
             _, _, user = heapq.heappop(heap)
             held, mine = users[user]
@@ -75,6 +78,34 @@ class Drf(Periodic):
             if mine:  # a step that did not fit saturates that job; the user's other jobs go on
                 heapq.heappush(heap, (_share(held, scale), mine[0][1], user))
         return [Step(order[n].job, ladders[n].counts[taken[n] - 1]) for n in first]
+
+
+def _fill_jobs(ladders: list, left: list[float], scale: list[float], smallest: float) -> tuple[list, list]:
+    """Progressive filling with every job a user of its own (``fair_share: job``): ``allocate``'s
+    loop without the per-user heaps, the same picks (share, then seniority rank ``n``). Returns
+    the steps each job got and the jobs in the order they got their first."""
+    taken = [0] * len(ladders)
+    held: dict[int, list[float]] = {}
+    heap = [(0.0, n) for n in range(len(ladders))]   # ascending n: a heap already
+    first: list[int] = []
+    while heap and (smallest <= 0 or left[0] >= smallest):
+        _, n = heapq.heappop(heap)
+        ladder, k = ladders[n], taken[n]
+        g, c, m = ladder.step[k]
+        if g <= left[0] and c <= left[1] and m <= left[2]:   # else the job is saturated
+            taken[n] = k + 1
+            left[0] -= g
+            left[1] -= c
+            left[2] -= m
+            mine = held.setdefault(n, [0.0, 0.0, 0.0])
+            mine[0] += g
+            mine[1] += c
+            mine[2] += m
+            if not k:
+                first.append(n)
+            if ladder.has(k + 1):
+                heapq.heappush(heap, (_share(mine, scale), n))
+    return taken, first
 
 
 def _share(demand, scale) -> float:

@@ -144,38 +144,35 @@ class Periodic(Policy):
         wanted = {s.job.job_id: s for s in plan}
         kept: dict[str, dict] = {}
         changes: dict = {}
-        for job in view.running.values():
-            step = wanted.get(job.job_id)
-            now = self._counts(job)
+        for job_id, job in view.running.items():
+            step = wanted.get(job_id)
+            now = self._counts(job_id, job)
             if step is not None and step.counts == now:  # planned as it runs: it keeps its nodes
-                del wanted[job.job_id]
+                del wanted[job_id]
                 continue
             keep = {} if step is None else {r: min(now.get(r, 0), step.counts[r]) for r in step.counts}
             smaller = shrink(job.allocation, keep) if any(keep.values()) else {}
             _give_back(free, job, job.allocation, smaller)
-            kept[job.job_id] = smaller
+            kept[job_id] = smaller
             if not smaller:
-                changes[job.job_id] = None
-        for step in plan:
+                changes[job_id] = None
+        for job_id, step in wanted.items():   # in plan order
             job = step.job
-            if job.job_id not in wanted:
-                continue
-            base = kept.get(job.job_id, {})
-            alloc = self._grow(free, step, base)
+            alloc = self._grow(free, step, kept.get(job_id, {}))
             if alloc is None:
                 continue
             if alloc != job.allocation:
-                changes[job.job_id] = alloc
+                changes[job_id] = alloc
             else:
-                changes.pop(job.job_id, None)
+                changes.pop(job_id, None)
         return changes
 
-    def _counts(self, job: JobView) -> dict:
+    def _counts(self, job_id: str, job: JobView) -> dict:
         """Tasks per role of a running job, counted again only when its allocation changed."""
         alloc = job.allocation
-        seen = self.held.get(job.job_id)
+        seen = self.held.get(job_id)
         if seen is None or seen[0] is not alloc:
-            seen = self.held[job.job_id] = (alloc, task_counts(alloc))
+            seen = self.held[job_id] = (alloc, task_counts(alloc))
         return seen[1]
 
     def _grow(self, free: np.ndarray, step: Step, base: dict) -> dict | None:

@@ -70,7 +70,7 @@ def _first_fit_role(free, role, count) -> dict[int, int] | None:
     if not need:   # a demand of nothing: every task fits on the first node
         return {0: count} if len(free) else None
     k0, x0 = need[0]
-    nodes = np.flatnonzero(free[:, k0] >= x0 * (1.0 - 1e-9) - EPS).tolist()
+    nodes = (free[:, k0] >= x0 * (1.0 - 1e-9) - EPS).nonzero()[0].tolist()
     placed, left = {}, count
     for node in nodes:
         row = free[node].tolist()
@@ -125,7 +125,7 @@ def _align_role(free, role, count) -> dict[int, int] | None:
     fit = tasks_per_node(free, role.demand)
     scale = free.max(axis=0)
     score = free @ (np.asarray(role.demand) / np.where(scale > 0, scale, 1.0))
-    order = np.lexsort((np.arange(len(free)), -score))
+    order = np.argsort(-score, kind="stable")   # ties: the lower index
     return _fill(free, role, count, fit, order[fit[order] > 0])
 
 

@@ -61,21 +61,25 @@ class Tetris(Periodic):
         live = len(order)
         smallest = self.smallest_step()
         first: list[int] = []               # jobs in the order they got their first step
-        lf = left.tolist()                  # the same numbers as plain floats, to test a step against
+        # what is left, as plain floats: the elementwise arithmetic is the same IEEE operations
+        # as on the arrays; only the dot products (matmul) stay in numpy, to keep their rounding
+        lf = left.tolist()
+        s0, s1, s2 = scale.tolist()
         while live and (smallest <= 0 or lf[0] >= smallest):
-            score = unit @ (left / scale) / mean_a - penalty
+            score = unit @ np.array((lf[0] / s0, lf[1] / s1, lf[2] / s2)) / mean_a - penalty
             i = int(score.argmax())  # ties: the earlier arrival
             k = taken[i]
             g, c, m = ladders[i].step[k]
             if g <= lf[0] and c <= lf[1] and m <= lf[2]:
                 taken[i] = k + 1
-                left -= need[i]
-                lf = left.tolist()
+                lf[0] -= g
+                lf[1] -= c
+                lf[2] -= m
                 if not k:
                     first.append(i)
                 if ladders[i].has(k + 1):
-                    need[i] = ladders[i].step[k + 1]
-                    unit[i] = need[i] / scale
+                    g, c, m = ladders[i].step[k + 1]
+                    unit[i] = (g / s0, c / s1, m / s2)
                     continue
             penalty[i] = np.inf
             live -= 1

@@ -46,6 +46,10 @@ from clustersim.simulator.job import nodes_of
 EPS = 1e-6  # seconds: a threshold reached within a microsecond counts as reached
 
 
+def _arrival(jv: JobView) -> tuple:
+    return (jv.submit_time, jv.index)
+
+
 class _Job:
     __slots__ = ("view", "demand", "counts", "queue", "key", "offset", "running", "pend_since", "waited",
                  "version", "consolidate", "mark", "jumped")
@@ -116,63 +120,79 @@ class Tiresias(Policy):
         # much of it the last plan admitted as one block (the rest was scanned job by job)
         self.count0, self.sum0, self.prefix = [0] * n, [[0.0, 0.0, 0.0] for _ in range(n)], [0] * n
         self.loose: set = set()                  # running jobs outside any running part
+        self.tail_sizes = [GpuSizes() for _ in self.queues]  # GPUs requested past each running part
 
     # ------------------------------------------------------------------ decisions
     def decide(self, view: View) -> Decision:
         now = view.now
-        changed = bool(view.arrived or view.finished)
+        arrived, finished, stopped = view.arrived, view.finished, view.stopped
+        changed = bool(arrived or finished)
         up = view.cluster.up.tobytes()
         if up != self.up:
             changed = True
             self.up, self.budget = up, budget(view.cluster)
-        for jv in view.finished:
+        for jv in finished:
             self._finish(self.jobs.pop(jv.job_id))
-        for jv in sorted(view.arrived, key=lambda j: (j.submit_time, j.index)):
-            job = _Job(jv, (jv.model or "").lower() in self.consolidate_models)
-            self.jobs[jv.job_id] = job
-            self.gpu_sizes.add(job.demand[0])
-            self._enqueue(job, 0, self._tail())
-        for jv in view.stopped:  # a node failure stopped it: it waits, first of the waiting part
+        if arrived:
+            self._arrive(arrived)
+        for jv in stopped:  # a node failure stopped it: it waits, first of the waiting part
             job = self.jobs.get(jv.job_id)
             if job is not None and job.running:
                 changed = True
                 self._preempted([job], now)
-        changed |= self._queue_jumps(now)
+        due = now + 1e-9
+        if self.demote_at and self.demote_at[0][0] <= due or self.promote_at and self.promote_at[0][0] <= due:
+            changed |= self._queue_jumps(now)   # a queue change is due
         if not changed:
             return Decision(wakeup=self._next_jump(now))
-        decision = Decision(self._replan(view))
-        decision.wakeup = self._next_jump(now)
-        return decision
+        allocations = self._replan(view, now)
+        return Decision(allocations, self._next_jump(now))
 
-    def _replan(self, view: View) -> dict:
+    def _arrive(self, arrived) -> None:
+        consolidate_models = self.consolidate_models
+        for jv in sorted(arrived, key=_arrival):
+            job = _Job(jv, (jv.model or "").lower() in consolidate_models)
+            self.jobs[jv.job_id] = job
+            self.gpu_sizes.add(job.demand[0])
+            self._enqueue(job, 0, self._tail())
+
+    def _replan(self, view: View, now: float) -> dict:
         self.plan += 1
         admitted = self._admit(view)
         plan = self.plan
-        stops = [j for j in self.loose if j.mark != plan]
+        stops = [j for j in self.loose if j.mark != plan] if self.loose else []
         for q, queue in enumerate(self.queues):  # the running part past its block admitted at once
-            stops.extend(j for _, _, j in queue[self.prefix[q]:self.count0[q]] if j.mark != plan)
-        stops.sort(key=self._rank)
+            if self.prefix[q] < self.count0[q]:
+                stops.extend(j for _, _, j in queue[self.prefix[q]:self.count0[q]] if j.mark != plan)
         starting = [j for j in admitted if not j.running]
+        if not stops and not starting:
+            self._join_running_part(admitted)
+            return {}
+        stops.sort(key=self._rank)
         started = []
-        if stops or starting:
-            free = view.cluster.free_copy()
-            for job in stops:
-                release(free, job.view)
-            for job in starting:
-                alloc = self._placed(job, free, view)
-                if alloc is not None:
-                    started.append((job, alloc))
-        kept = {id(j) for j in stops if keep_in_place(free, j.view)}  # nothing admitted needed its nodes
-        stops = [j for j in stops if id(j) not in kept]
+        free = view.cluster.free_copy()
+        for job in stops:
+            release(free, job.view)
+        for job in starting:
+            alloc = self._placed(job, free, view)
+            if alloc is not None:
+                started.append((job, alloc))
+        stops = [j for j in stops if not keep_in_place(free, j.view)]  # kept: nothing admitted needed its nodes
         allocations: dict = {j.view.job_id: None for j in stops}
-        allocations.update((j.view.job_id, a) for j, a in started)
-        self._started([j for j, _ in started], view.now)
-        self._preempted(stops, view.now)
-        if self.gittins is None and self.queue_order != "pollux":  # running jobs join the running part, in scan order
+        for job, alloc in started:
+            allocations[job.view.job_id] = alloc
+        self._started([j for j, _ in started], now)
+        if stops:
+            self._preempted(stops, now)
+        self._join_running_part(admitted)
+        return allocations
+
+    def _join_running_part(self, admitted: list[_Job]) -> None:
+        """Admitted jobs that run join the running part of their FIFO queue, in scan order."""
+        if self.gittins is None and self.queue_order != "pollux":
             for job in admitted:
                 if job.running and job.key[0] == 1:
                     self._rekey(job, (0, self._count()))
-        return allocations
 
     def _admit(self, view: View) -> list[_Job]:
         """Scan the queues in priority order; admit each job whose request fits what is left.
@@ -183,24 +203,17 @@ class Tiresias(Policy):
         smallest = self.gpu_sizes.smallest()
         plan = self.plan
         admitted = []
-        prefix = self.prefix
-        for q in range(len(prefix)):
-            prefix[q] = 0
+        prefix = self.prefix = [0] * len(self.queues)
         for q, queue in enumerate(self.queues):
             if left[0] < smallest:
                 break
             start = prefix[q] = self._block(q, left)
-            for i in range(start, len(queue)):
-                if left[0] < smallest:
-                    return admitted
-                job = queue[i][2]
-                g, c, m = job.demand
-                if g <= left[0] and c <= left[1] and m <= left[2]:  # admission.admit, inline: the hot loop
-                    left[0] -= g
-                    left[1] -= c
-                    left[2] -= m
-                    job.mark = plan
-                    admitted.append(job)
+            tail = self.count0[q]
+            if not _scan(queue[start:tail], left, smallest, plan, admitted):
+                return admitted
+            # past the running part: skipped when its smallest job wants more GPUs than are left
+            if left[0] >= self.tail_sizes[q].smallest() and not _scan(queue[tail:], left, smallest, plan, admitted):
+                return admitted
         return admitted
 
     def _block(self, q: int, left: list[float]) -> int:
@@ -336,8 +349,8 @@ class Tiresias(Policy):
 
     def _insert(self, job: _Job) -> None:
         insort(self.queues[job.queue], job.entry())
-        if self.gittins is None and job.key[0] == 0:
-            self._running_part(job, 1)
+        if self.gittins is None:
+            self._part(job, 1)
         self._track(job)
 
     def _track(self, job: _Job) -> None:
@@ -350,14 +363,16 @@ class Tiresias(Policy):
     def _remove(self, job: _Job) -> None:
         queue = self.queues[job.queue]
         del queue[bisect_left(queue, (job.key, job.view.index))]
-        if self.gittins is None and job.key[0] == 0:
-            self._running_part(job, -1)
+        if self.gittins is None:
+            self._part(job, -1)
 
     def _running_part(self, job: _Job, sign: int) -> None:
         self.count0[job.queue] += sign
         total = self.sum0[job.queue]
-        for k in range(3):
-            total[k] += sign * job.demand[k]
+        g, c, m = job.demand
+        total[0] += sign * g
+        total[1] += sign * c
+        total[2] += sign * m
 
     def _finish(self, job: _Job) -> None:
         self._remove(job)
@@ -371,6 +386,15 @@ class Tiresias(Policy):
         job.key = key
         self._insert(job)
 
+    def _part(self, job: _Job, sign: int) -> None:
+        """Count a FIFO queue's job in its running part or in the part past it."""
+        if job.key[0] == 0:
+            self._running_part(job, sign)
+        elif sign > 0:
+            self.tail_sizes[job.queue].add(job.demand[0])
+        else:
+            self.tail_sizes[job.queue].remove(job.demand[0])
+
     def _rerank_running(self) -> None:
         for job in [j for running in self.running for j in running.values()]:
             key = self._gittins_key(job)
@@ -382,6 +406,22 @@ class Tiresias(Policy):
 
     def _rank(self, job: _Job) -> tuple:
         return (job.queue, job.key, job.view.index)
+
+
+def _scan(entries: list, left: list[float], smallest: float, plan: int, admitted: list) -> bool:
+    """Admit, in order, each job of ``entries`` whose request fits ``left``; False once fewer GPUs
+    are left than the ``smallest`` request (the scan may stop there)."""
+    for _, _, job in entries:
+        if left[0] < smallest:
+            return False
+        g, c, m = job.demand
+        if g <= left[0] and c <= left[1] and m <= left[2]:  # admission.admit, inline: the hot loop
+            left[0] -= g
+            left[1] -= c
+            left[2] -= m
+            job.mark = plan
+            admitted.append(job)
+    return True
 
 
 class GittinsIndex:

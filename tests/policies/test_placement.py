@@ -97,3 +97,28 @@ def test_admission_takes_a_job_only_if_all_three_resources_fit_and_counts_sizes(
     assert sizes.smallest() == 4.0
     sizes.remove(4.0)
     assert sizes.smallest() == 0.0
+
+
+def test_gpu_sizes_smallest_follows_adds_and_removes():
+    """The admission scans stop once fewer GPUs are left than the smallest request: the count must
+    give the true smallest after any mix of arrivals and completions (its cached minimum included)."""
+    from clustersim.policies.admission import GpuSizes
+
+    sizes = GpuSizes()
+    assert sizes.smallest() == 0.0                  # no jobs: nothing to stop on
+    for g in (4.0, 8.0, 4.0, 2.0):
+        sizes.add(g)
+    assert sizes.smallest() == 2.0
+    sizes.remove(2.0)
+    assert sizes.smallest() == 4.0                  # the only 2-GPU job left
+    sizes.remove(4.0)
+    assert sizes.smallest() == 4.0                  # one 4-GPU job is still there
+    sizes.remove(4.0)
+    assert sizes.smallest() == 8.0
+    sizes.add(1.0)
+    assert sizes.smallest() == 1.0
+    sizes.remove(1.0)
+    sizes.remove(8.0)
+    assert sizes.smallest() == 0.0
+    sizes.add(16.0)                                 # the first job after the count went empty
+    assert sizes.smallest() == 16.0
