@@ -81,11 +81,11 @@ class ClusterView:
 
     @property
     def up(self) -> np.ndarray:
-        return _read_only(self._c.up)
+        return self._c.up                  # already read-only (set_up unlocks it only to write)
 
     @property
     def total(self) -> np.ndarray:
-        return _read_only(self._c.total)
+        return self._c.total               # already read-only
 
     @property
     def total_gpus(self) -> float:
@@ -120,7 +120,7 @@ def _read_only(a: np.ndarray) -> np.ndarray:
 class JobView:
     """What a policy may observe of one job. Made once per job; reads the live state."""
 
-    __slots__ = ("_state", "_obs", "_oracle", "_declared", "_num_gpus")
+    __slots__ = ("_state", "_obs", "_oracle", "_declared", "_num_gpus", "_demand")
 
     def __init__(self, state: JobState, observer: Observer, oracle: bool, declared_iterations: float | None = None):
         self._state = state
@@ -128,6 +128,7 @@ class JobView:
         self._oracle = oracle
         self._declared = declared_iterations
         self._num_gpus = state.spec.num_gpus   # read at every decision; the spec never changes
+        self._demand = None                    # requested_demand, worked out at its first read
 
     # --- what the job's owner submitted
     @property
@@ -161,7 +162,9 @@ class JobView:
 
     def requested_demand(self) -> tuple[float, float, float]:
         """GPUs, CPU cores and memory of the requested allocation."""
-        return self._state.spec.requested_demand()
+        if self._demand is None:
+            self._demand = self._state.spec.requested_demand()
+        return self._demand
 
     @property
     def tenant(self) -> str | None:
