@@ -44,8 +44,6 @@ class Recorder:
         self.end_time = 0.0
         self._seg: dict = {}        # job -> (since, {gpu type: GPUs held}) of its current allocation
         self._by_type: dict = {}    # job -> {gpu type: GPU-seconds} of its past allocations
-        kinds = set(cluster.gpu_type)
-        self._one_type = next(iter(kinds)) if len(kinds) == 1 else None
 
     # --- during the run (hot path: appends only)
     def sample(self, now: float, running: int, pending: int) -> None:
@@ -87,20 +85,12 @@ class Recorder:
             for t, g in held.items():
                 acc[t] = acc.get(t, 0.0) + g * (now - since)
         if kind != "finish" and st.allocation:
-            held, types, one = {}, self.cluster.gpu_type, self._one_type
-            if one is not None:   # one GPU type: the same sum, without a type per node
-                g_held = 0.0
-                for role, nodes in st.allocation.items():
-                    g = st.spec.role(role).gpu
-                    for count in nodes.values():
-                        g_held += g * count
-                held[one] = g_held
-            else:
-                for role, nodes in st.allocation.items():
-                    g = st.spec.role(role).gpu
-                    for node, count in nodes.items():
-                        t = types[node]
-                        held[t] = held.get(t, 0.0) + g * count
+            held, types = {}, self.cluster.gpu_type
+            for role, nodes in st.allocation.items():
+                g = st.spec.role(role).gpu
+                for node, count in nodes.items():
+                    t = types[node]
+                    held[t] = held.get(t, 0.0) + g * count
             seg[job] = (now, held)
 
     def node(self, now: float, node: int, up: bool) -> None:

@@ -325,9 +325,8 @@ class ProfileSpeed:
         if prof.placement_aware:
             placed = alloc.get(scaling_role(spec), {})
             shape = tuple(placed[n] for n in sorted(placed) if placed[n])
-        # sorted: the same tasks in another role order are the same key (most jobs have one role, no grant)
-        key = (spec.profile, spec.batch_size, spec.roles, tuple(sorted(counts)) if len(counts) > 1 else tuple(counts),
-               len(nodes), tuple(sorted(cpus)) if cpus else (), types, shape)
+        key = (spec.profile, spec.batch_size, spec.roles, tuple(sorted(counts)), len(nodes), tuple(sorted(cpus)), types,
+               shape)
         r = self._cache.get(key)
         if r is None:
             r = self._cache[key] = min(prof.rate(spec, dict(counts), key[4], dict(cpus), t, shape)
