@@ -59,3 +59,8 @@ def make(name: str, **params) -> Policy:
     from clustersim.simulator.params import check_params
     cls = get(name)
     return cls(**check_params(cls.__init__, params, "policy.{}"))
+
+
+def arrival(job: JobView) -> tuple:
+    """A job's place in arrival order: submission time, then its index in the trace."""
+    return (job.submit_time, job.index)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections import deque
 
-from clustersim.policies.base import Decision, Policy, View, register
+from clustersim.policies.base import Decision, Policy, View, arrival, register
 from clustersim.policies.placement import _NO_NODES, PlacementName, strategy
 from clustersim.simulator.cluster import EPS
 
@@ -30,9 +30,9 @@ class Fifo(Policy):
         self.queue.clear()
 
     def decide(self, view: View) -> Decision:
-        self.queue.extend(sorted(view.arrived, key=_arrival))
+        self.queue.extend(sorted(view.arrived, key=arrival))
         if view.stopped:  # jobs a node failure put back in the queue keep their place
-            self.queue = deque(sorted({j.job_id: j for j in (*self.queue, *view.stopped)}.values(), key=_arrival))
+            self.queue = deque(sorted({j.job_id: j for j in (*self.queue, *view.stopped)}.values(), key=arrival))
         decision = Decision()
         if not self.queue:
             return decision
@@ -55,7 +55,3 @@ class Fifo(Policy):
             blocked.append(self.queue.popleft())
         self.queue.extendleft(reversed(blocked))
         return decision
-
-
-def _arrival(job) -> tuple:
-    return (job.submit_time, job.index)

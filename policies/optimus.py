@@ -29,7 +29,7 @@ from typing import Annotated, Literal
 
 import numpy as np
 
-from clustersim.policies.base import Decision, JobView, Observer, Policy, Profiled, View, register
+from clustersim.policies.base import Decision, JobView, Observer, Policy, Profiled, View, arrival, register
 from clustersim.policies.placement import keep_in_place
 from clustersim.simulator.cluster import EPS
 from clustersim.simulator.convergence import LossFitter
@@ -461,7 +461,7 @@ class Optimus(Policy):
         """One round: estimates, Algorithm 1, Theorem 1; the changed allocations."""
         now = view.now
         eligible = [j for j in self.active.values() if j.submit_time + self.delay <= now + 1e-9]
-        eligible.sort(key=lambda j: (j.submit_time, j.index))
+        eligible.sort(key=arrival)
         capacity = view.cluster.up_capacity()
         self._node_size = view.cluster.capacity.max(axis=0) if len(view.cluster.capacity) else None
         plans = [Plan(j, self.estimate(j, view) if any(r.elastic for r in j.roles) else None, n)

@@ -41,7 +41,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from clustersim.policies.base import Decision, JobView, Policy, View, register
+from clustersim.policies.base import Decision, JobView, Policy, View, arrival, register
 from clustersim.policies.placement import first_fit
 from clustersim.simulator.cluster import EPS, tasks_per_node
 from clustersim.simulator.job import nodes_of, task_counts
@@ -132,7 +132,7 @@ class _Base(Policy):
                 s = self.sizes.setdefault(key, [0.0, 0])
                 s[0] += jv.iterations_done
                 s[1] += 1
-        for jv in sorted(view.arrived, key=lambda j: (j.submit_time, j.index)):
+        for jv in sorted(view.arrived, key=arrival):
             self.queue.append(jv.job_id)
         for jv in view.stopped:   # a failure stopped it: it waits again, first
             if jv.job_id in view.pending and jv.job_id not in self.queue:

@@ -38,16 +38,12 @@ from bisect import bisect_left, bisect_right, insort
 import numpy as np
 
 from clustersim.policies.admission import GpuSizes, admit, budget
-from clustersim.policies.base import Decision, JobView, Policy, View, register
+from clustersim.policies.base import Decision, JobView, Policy, View, arrival, register
 from clustersim.simulator.params import NonNegative, Positive
 from clustersim.policies.placement import _NO_NODES, PlacementName, consolidate, keep_in_place, min_nodes, release, strategy
 from clustersim.simulator.job import nodes_of
 
 EPS = 1e-6  # seconds: a threshold reached within a microsecond counts as reached
-
-
-def _arrival(jv: JobView) -> tuple:
-    return (jv.submit_time, jv.index)
 
 
 class _Job:
@@ -150,7 +146,7 @@ class Tiresias(Policy):
 
     def _arrive(self, arrived) -> None:
         consolidate_models = self.consolidate_models
-        for jv in sorted(arrived, key=_arrival):
+        for jv in sorted(arrived, key=arrival):
             job = _Job(jv, (jv.model or "").lower() in consolidate_models)
             self.jobs[jv.job_id] = job
             self.gpu_sizes.add(job.demand[0])
