@@ -106,8 +106,13 @@ def evaluate(case: Case, out: Path, seeds: int | None, quick: bool) -> dict:
     values: dict[int, float | None] = {}
     errors = []
     if case.compute is not None:
+        from clustersim.simulator.errors import ConfigError, PolicyError, TraceError, UnfinishedJobsError
         for s in range(n):
-            values[s] = float(case.compute(s, quick, out / "computed"))
+            try:
+                values[s] = float(case.compute(s, quick, out / "computed"))
+            except (ConfigError, TraceError, PolicyError, UnfinishedJobsError) as e:   # a run that failed
+                values[s] = None
+                errors.append((s, f"the run failed: {e}"))
     else:
         by_label = {label: runs_by_seed(out / "runs" / run_hash(overrides_of(case, o, quick)))
                     for label, o in case.runs.items()}
@@ -115,17 +120,25 @@ def evaluate(case: Case, out: Path, seeds: int | None, quick: bool) -> dict:
             missing = [label for label, r in by_label.items() if s not in r]
             if missing:
                 values[s] = None
-                errors.append(f"seed {s}: no complete run of {', '.join(missing)}")
+                errors.append((s, f"no complete run of {', '.join(missing)}"))
                 continue
             try:
                 values[s] = float(case.metric({label: r[s] for label, r in by_label.items()}))
             except (KeyError, ZeroDivisionError, ValueError) as e:
                 values[s] = None
-                errors.append(f"seed {s}: {e}")
+                errors.append((s, str(e)))
     result = summarise(case, values)
-    result["notes"] += errors
+    result["notes"] += grouped(errors)
     result["seeds"] = n
     return result
+
+
+def grouped(errors: list[tuple[int, str]]) -> list[str]:
+    """One note per distinct message, naming the seeds it happened at."""
+    by_text: dict[str, list[int]] = {}
+    for seed, text in errors:
+        by_text.setdefault(text, []).append(seed)
+    return [f"seed{'s' if len(s) > 1 else ''} {', '.join(map(str, s))}: {t}" for t, s in by_text.items()]
 
 
 def provenance() -> dict:

@@ -80,19 +80,25 @@ def render(results: dict, figures: str = "figures") -> str:
             lines.append(f"| `{c['name']}` | {c['where']} | {c['quantity']} | {fmt(c['paper_value'], c['unit'])} | "
                          f"{_ours(c)} | {c['seeds']} | {c['verdict']} |")
         lines += ["", f"![{paper}: paper vs ours]({figures}/{paper}.png)", ""]
-        notes = [c for c in mine if c["departures"] or c["calibrated"] or c["notes"]]
-        if notes:
-            lines += ["Behind the gaps:", ""]
-            for c in notes:
-                parts = [p for p in (c["departures"], ("Calibrated: " + c["calibrated"]) if c["calibrated"] else "",
-                                     "; ".join(c["notes"])) if p]
-                lines.append(f"- `{c['name']}`: " + " ".join(parts))
-            lines.append("")
+        lines += _behind(mine)
         gone = results.get("not_reproducible", {}).get(paper, [])
         if gone:
             lines += ["Not reproducible by simulation:", ""]
             lines += [f"- {what}: {why}" for what, why in gone] + [""]
     return "\n".join(lines).rstrip() + "\n"
+
+
+def _behind(cases: list[dict]) -> list[str]:
+    """The departures and calibrations behind a paper's gaps, each text once with the cases it
+    explains, then each case's own notes."""
+    texts: dict[str, list[str]] = {}
+    for c in cases:
+        for text in (c["departures"], ("Calibrated: " + c["calibrated"]) if c["calibrated"] else ""):
+            if text:
+                texts.setdefault(text, []).append(f"`{c['name']}`")
+    lines = [f"- {', '.join(names)}: {text}" for text, names in texts.items()]
+    lines += [f"- `{c['name']}`: " + "; ".join(c["notes"]) + "." for c in cases if c["notes"]]
+    return ["Behind the gaps:", "", *lines, ""] if lines else []
 
 
 def write_figures(results: dict, folder: Path) -> None:
@@ -109,28 +115,38 @@ def write_figures(results: dict, folder: Path) -> None:
             continue
         cols = min(4, len(mine))
         rows = (len(mine) + cols - 1) // cols
-        fig, axes = plt.subplots(rows, cols, figsize=(3.1 * cols, 2.5 * rows), squeeze=False)
+        fig, axes = plt.subplots(rows, cols, figsize=(3.1 * cols, 2.4 * rows + 0.5), squeeze=False,
+                                 layout="constrained")
         for ax, c in zip(axes.flat, mine):
             _panel(ax, c)
         for ax in list(axes.flat)[len(mine):]:
             ax.axis("off")
-        fig.suptitle(f"{PAPERS[paper]}: paper (grey) vs ours (blue, seed range)", fontsize=9)
-        fig.tight_layout()
+        fig.suptitle(f"{PAPERS[paper]}\npaper (grey, band: within {TOLERANCE:.0%}) vs ours (mean, seed range; "
+                     "green reproduced, orange direction only, red not)", fontsize=8)
         fig.savefig(folder / f"{paper}.png", dpi=110, metadata={"Software": None})
         plt.close(fig)
 
 
+COLOURS = {"reproduced": "tab:green", "direction only": "tab:orange", "wrong direction": "tab:red",
+           "not reproduced": "tab:red"}
+
+
 def _panel(ax, c: dict) -> None:
-    ours = c["mean"]
-    ax.bar([0], [c["paper_value"]], color="0.6", width=0.6)
+    """The paper's value (grey) with the band a reproduction must fall in, ours (coloured by
+    verdict) with the seeds' range."""
+    paper, ours = c["paper_value"], c["mean"]
+    band = TOLERANCE * abs(paper)
+    ax.axhspan(paper - band, paper + band, color="0.85", zorder=0)
+    ax.bar([0], [paper], color="0.55", width=0.6)
     if ours is not None:
         err = [[ours - c["min"]], [c["max"] - ours]]
-        ax.bar([1], [ours], color="tab:blue", width=0.6, yerr=err, capsize=4)
+        ax.bar([1], [ours], color=COLOURS[c["verdict"]], width=0.6, yerr=err, capsize=4)
+    else:
+        ax.text(1, paper / 2, "no value", ha="center", va="center", fontsize=7, color="tab:red")
     ax.set_xticks([0, 1], ["paper", "ours"], fontsize=7)
+    ax.set_xlim(-0.6, 1.6)
     ax.axhline(0, color="black", linewidth=0.6)
     ax.ticklabel_format(axis="y", style="plain", useOffset=False)
     ax.tick_params(axis="y", labelsize=7)
-    unit = {"%": "% change", "x": "ratio"}.get(c["unit"], c["unit"])
-    ax.set_ylabel(unit, fontsize=7)
-    title = c["name"].replace("_", " ")
-    ax.set_title(f"{title}\n{c['verdict']}", fontsize=7)
+    ax.set_ylabel({"%": "change (%)", "x": "ratio"}.get(c["unit"], c["unit"]), fontsize=7)
+    ax.set_title(f"{c['name'].replace('_', ' ')}\n{c['verdict']}", fontsize=7)

@@ -25,7 +25,7 @@ def measure(overrides: tuple[str, ...], seed: int, workdir: Path, track: tuple[s
     from clustersim.dlrm_report import measure as run_and_measure
 
     o = (*overrides, f"seed={seed}", "progress=false")
-    folder = Path(workdir) / "dlrover" / run_hash(o)
+    folder = Path(workdir) / "dlrover" / run_hash((*o, *(f"track={j}" for j in track)))
     done = folder / "dlrm_report.json"
     if done.is_file():
         return json.loads(done.read_text())
@@ -49,7 +49,7 @@ def _cluster(stat: str, points: bool):
 
 def _single(other: str):
     def compute(seed: int, quick: bool, workdir) -> float:
-        a = measure((*SINGLE, "policy=dlrover"), seed, workdir)["jct_mean"]
+        a = measure((*SINGLE, "policy=dlrover"), seed, workdir, track=("dlrm-0",))["jct_mean"]
         return 100.0 * (a / measure((*SINGLE, f"policy={other}"), seed, workdir)["jct_mean"] - 1.0)
     return compute
 
