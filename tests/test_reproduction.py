@@ -113,4 +113,8 @@ def test_a_small_reproduction_end_to_end_resumes_and_writes_results(tmp_path):
     # a second invocation finds both runs complete and skips them (the sweep's resume)
     assert reproduce.main(only) == 0
     logs = list((tmp_path / "full" / "logs").glob("*.log"))
-    assert logs and all(l.read_text().count("complete: skipped") == 2 for l in logs)
+    assert logs and all(log.read_text().count("complete: skipped") == 2 for log in logs)
+    # the same runs on a launcher of parallel workers give the same values
+    par = tmp_path / "joblib"
+    assert reproduce.main([*only[:-1], str(par), "--", "hydra/launcher=joblib", "hydra.launcher.n_jobs=2"]) == 0
+    assert json.loads((par / "full" / "reproductions.json").read_text())["cases"][0]["values"] == case["values"]
