@@ -55,9 +55,14 @@ def get(name: str) -> type[Policy]:
 
 
 def make(name: str, **params) -> Policy:
-    """Instantiate a registered policy with checked parameters (``simulator/params.py``)."""
+    """Instantiate a registered policy with checked parameters (``simulator/params.py``): an
+    unknown name, key or value is a ``ConfigError`` naming the key."""
+    from clustersim.simulator.errors import ConfigError
     from clustersim.simulator.params import check_params
-    cls = get(name)
+    try:
+        cls = get(name)
+    except KeyError as e:
+        raise ConfigError(f"policy.name: {e.args[0]}") from None
     return cls(**check_params(cls.__init__, params, "policy.{}"))
 
 
