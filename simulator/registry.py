@@ -134,6 +134,10 @@ class Registry:
                 self.broken[f"entry point {ep.name!r}"] = str(e)
 
 
+class PluginError(ImportError):
+    """An outside package's entry point failed to load (the message names it and why)."""
+
+
 def _entry_points(group: str):
     return sorted(importlib.metadata.entry_points(group=group), key=lambda ep: ep.name)
 
@@ -142,7 +146,7 @@ def _load(ep, group: str) -> None:
     try:
         ep.load()
     except Exception as e:   # a broken plug-in names itself
-        raise ImportError(f"entry point {ep.name!r} = {ep.value!r} (group {group}) failed to load: "
+        raise PluginError(f"entry point {ep.name!r} = {ep.value!r} (group {group}) failed to load: "
                           f"{type(e).__name__}: {e}") from e
 
 

@@ -182,3 +182,17 @@ def test_a_broken_module_breaks_only_its_own_names(tmp_path, monkeypatch):
 
 
 REG: Registry | None = None
+
+
+def test_a_broken_plugin_is_one_config_error_naming_it(tmp_path, monkeypatch):
+    """An installed package whose entry point ``policy=<its name>`` loads raises: one line."""
+    dist = tmp_path / "brokenplugin-0.1.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: brokenplugin\nVersion: 0.1\n")
+    (dist / "entry_points.txt").write_text("[clustersim.policies]\nbroken_policy = brokenplugin_mod\n")
+    (tmp_path / "brokenplugin_mod.py").write_text("raise RuntimeError('needs a GPU driver')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(ConfigError, match=r"^policy\.name: 'broken_policy': entry point 'broken_policy' = "
+                                          r"'brokenplugin_mod' \(group clustersim\.policies\) failed to load: "
+                                          r"RuntimeError: needs a GPU driver$"):
+        policies.make("broken_policy")
