@@ -27,6 +27,7 @@ from clustersim.simulator.cluster import tasks_per_node
 from clustersim.simulator.job import JobSpec, RoleSpec
 from clustersim.simulator.params import NonNegative, PositiveCount, Range, check_params
 from clustersim.simulator.rng import component_rng
+from clustersim.simulator.speed import scaling_role
 from clustersim.simulator.errors import TraceError
 from clustersim.traces.schema import role_rows
 
@@ -44,6 +45,8 @@ class ProfileConfig:
     unknown: Literal["random", "error"] = "random"
     pool: dict | None = None
     convergence: dict | None = None
+    goodput_unmeasured: Literal["fitted", "interpolated"] = "fitted"
+    goodput_whole_seconds: bool = False
 
 
 @dataclass(frozen=True)
@@ -69,6 +72,7 @@ class Assignment:
     pool: dict[str, list[str]] = field(default_factory=dict)   # family -> profile names
     unknown: str = "random"                       # a model name without a profile: random | error
     convergence: dict | None = None               # simulator.convergence.assign_curves options
+    whole_seconds: bool = False                   # goodput jobs: each epoch a whole number of seconds
 
     def __post_init__(self):
         if self.unknown not in ("random", "error"):
@@ -93,10 +97,36 @@ class Assignment:
             return None
         from clustersim.simulator import profiles
         zoo = profiles.load(cfg.get("files"))
+        if cfg.get("goodput_unmeasured", "fitted") != "fitted":
+            zoo = _with_unmeasured(zoo, cfg["goodput_unmeasured"])
         pool = {k: list(v) for k, v in (cfg.get("pool") or {}).items()}
         for family in ("gpu", "ps"):
             pool.setdefault(family, zoo.pool(family))
-        return cls(zoo, pool, cfg.get("unknown", "random"), cfg.get("convergence"))
+        return cls(zoo, pool, cfg.get("unknown", "random"), cfg.get("convergence"),
+                   cfg.get("goodput_whole_seconds", False))
+
+
+_DERIVED: dict = {}   # (id of a loaded zoo, rule) -> (that zoo, the zoo with the rule): kept while it is
+
+
+def _with_unmeasured(zoo, rule: str):
+    """``zoo`` whose Pollux goodput profiles take ``rule`` for placements Pollux never measured
+    (simulator/goodput.py ``UNMEASURED``). A new zoo, so that its rate cache is its own."""
+    kept = _DERIVED.get((id(zoo), rule))
+    if kept is not None and kept[0] is zoo:
+        return kept[1]
+    from clustersim.simulator import goodput
+    from clustersim.simulator.profiles import Zoo
+
+    def swap(p):
+        by_type = {t: swap(sub) for t, sub in p.by_type.items()}
+        app = goodput.with_unmeasured(p.app, rule) if p.app is not None else None
+        return replace(p, app=app, by_type=by_type, _aware=None)
+
+    derived = Zoo({name: swap(p) for name, p in zoo.profiles.items()})
+    _DERIVED.clear()
+    _DERIVED[(id(zoo), rule)] = (zoo, derived)
+    return derived
 
 
 def build_jobs(table: pa.Table, source: str = "trace", assignment: Assignment | None = None,
@@ -171,18 +201,24 @@ def _with_profile(fields: dict, a: Assignment, rng, cluster, rates: dict, where:
         fields["total_work"] = fields["duration"] * rate
         return
     if fields["total_work"] == 0 and prof.goodput_app() is not None:
-        fields["total_work"] = _to_target(prof, JobSpec(**fields), where)
+        fields["total_work"] = _to_target(prof, JobSpec(**fields), where, rate if a.whole_seconds else None)
     if fields["total_work"] > 0:
         fields["duration"] = fields["total_work"] / rate
     # else convergence-driven: its loss curve sizes it (simulator.convergence.assign_curves)
 
 
-def _to_target(prof, spec: JobSpec, where: str) -> float:
+def _to_target(prof, spec: JobSpec, where: str, whole_seconds_at: float | None = None) -> float:
     """Statistical efficiency: the iterations a job at its batch needs to reach its model's
     target (Pollux's examples to ``max_epochs`` epochs of progress, simulator/goodput.py), so a
-    larger batch needs more examples, as the model's gradient statistics say."""
+    larger batch needs more examples, as the model's gradient statistics say. The batch is the
+    one the job actually runs at its requested GPU count (the Pollux simulator's
+    ``Job.step``: replicas x atomic batch x accumulation steps, e.g. 360 for BERT's 384 on 6).
+    ``whole_seconds_at`` (the rate at the requested allocation, placed packed): each epoch lasts
+    a whole number of seconds at that rate (``profile.goodput_whole_seconds``)."""
+    app = prof.goodput_app()
     try:
-        return prof.goodput_app().iterations_to_target(prof.batch(spec))
+        return app.iterations_to_target(app.run_batch(prof.batch(spec), spec.role(scaling_role(spec)).count),
+                                        whole_seconds_at)
     except ValueError as e:
         raise TraceError(f"{where}: {e}") from None
 
