@@ -46,8 +46,8 @@ class Edf(Policy):
         if self.elastic:
             return self._elastic(view)
         running = list(view.running.values())
-        order = sorted([*running, *view.pending.values()], key=_rank) if self.preemptive \
-            else running + sorted(view.pending.values(), key=_rank)
+        order = sorted([*running, *view.pending.values()], key=rank) if self.preemptive \
+            else running + sorted(view.pending.values(), key=rank)
         left = budget(view.cluster)
         admitted = {j.job_id for j in order if admit(left, j.requested_demand())}
         stops = [j for j in running if j.job_id not in admitted]
@@ -69,26 +69,34 @@ class Edf(Policy):
     def _elastic(self, view: View) -> Decision:
         free_gpus = budget(view.cluster)[0]
         want: dict[str, dict[str, int]] = {}
-        for j in sorted([*view.running.values(), *view.pending.values()], key=_rank):
+        for j in sorted([*view.running.values(), *view.pending.values()], key=rank):
             n = _share(j, free_gpus)
             if n:
-                free_gpus -= n * _scaling(j).gpu
-                want[j.job_id] = {**j.requested_counts(), _scaling(j).name: n}
-        free = view.cluster.free_copy()
-        allocations: dict = {}
-        moving = [j for j in view.running.values() if _counts(j) != want.get(j.job_id)]
-        for j in moving:
-            release(free, j)
-            allocations[j.job_id] = None
-        for j in sorted((j for j in (*moving, *view.pending.values()) if j.job_id in want),
-                        key=lambda j: -sum(want[j.job_id].values())):   # stable: deadline order among equals
-            alloc = self.place(free, j.roles, want[j.job_id])
-            if alloc is not None:
-                allocations[j.job_id] = alloc
-        return Decision({k: v for k, v in allocations.items() if v is not None or k in view.running})
+                free_gpus -= n * scaling(j).gpu
+                want[j.job_id] = {**j.requested_counts(), scaling(j).name: n}
+        return Decision(place_counts(view, want, self.place))
 
 
-def _scaling(job):
+def place_counts(view: View, want: dict[str, dict[str, int]], place) -> dict:
+    """Allocations that give each job in ``want`` its task counts: a running job whose counts are
+    unchanged keeps its nodes; the others (and running jobs not in ``want``, which stop) give theirs
+    back, and the jobs to place are placed largest first (the ElasticFlow simulator places
+    ``run_jobs`` sorted by GPUs, largest first) with ``place``; one that does not fit waits."""
+    free = view.cluster.free_copy()
+    allocations: dict = {}
+    moving = [j for j in view.running.values() if _counts(j) != want.get(j.job_id)]
+    for j in moving:
+        release(free, j)
+        allocations[j.job_id] = None
+    for j in sorted((j for j in (*moving, *view.pending.values()) if j.job_id in want),
+                    key=lambda j: -sum(want[j.job_id].values())):   # stable: the caller's order among equals
+        alloc = place(free, j.roles, want[j.job_id])
+        if alloc is not None:
+            allocations[j.job_id] = alloc
+    return allocations
+
+
+def scaling(job):
     """The role whose count EDF scales: the workers, else the first role."""
     return next((r for r in job.roles if r.name == "worker"), job.roles[0])
 
@@ -96,7 +104,7 @@ def _scaling(job):
 def _share(job, free_gpus: float) -> int:
     """Tasks of ``job``'s scaling role at ``free_gpus`` free GPUs: its maximum if they fit, else the
     largest power of two within its bounds that fits (ElasticFlow's table counts), else 0."""
-    r = _scaling(job)
+    r = scaling(job)
     per = r.gpu if r.gpu > 0 else 0.0
     other = sum(x.gpu * x.count for x in job.roles if x is not r)
     room = (free_gpus - other) / per if per else math.inf
@@ -110,6 +118,6 @@ def _counts(job) -> dict[str, int] | None:
     return {role: sum(t.values()) for role, t in job.allocation.items()} if job.allocation else None
 
 
-def _rank(job) -> tuple:
+def rank(job) -> tuple:
     d = job.deadline
     return (math.inf if d is None else d, job.submit_time, job.index)

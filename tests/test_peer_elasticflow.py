@@ -82,3 +82,27 @@ def test_the_summary_line_names_the_policy_config_so_a_swapped_preset_policy_sho
 def test_a_bad_decision_slot_is_a_config_error():
     with pytest.raises(ConfigError, match="decision_slot"):
         build_engine(compose(["policy.decision_slot=sometimes"]))
+
+
+def test_elasticflow_admits_by_minimum_satisfactory_shares_and_gives_the_rest_by_marginal_return():
+    from clustersim.policies.elasticflow import ElasticFlow
+    from clustersim.simulator.engine import Observe
+    # 4 GPUs; each job asks 1 GPU (bounds 1..4), declares work = duration at 1 GPU, rate
+    # proportional to GPUs. Minimum satisfactory shares at t=0: a (100 by 60): 1 GPU takes 100 s,
+    # 2 take 50 <= 60: 2. c (200 by 100): 2 GPUs take 100 <= 100: 2. b (100 by 120): 1 GPU.
+    # Admission in deadline order: a 2 <= 4, c 2 + 2 <= 4, b 2 + 2 + 1 > 4: b not admitted.
+    # t=0: a 2, c 2, b (best-effort) nothing left. a ends at 50. t=50: c has 100 left by 100: 2;
+    # b its least level 1, then the GPU left goes to b (1 -> 2 saves half its time per GPU;
+    # c's next level needs 2): b runs 100 on 2 from 50, ends at 100; c ends at 100.
+    specs = jobs(gpu_job("a", 0.0, 1, 100.0, min_gpus=1, max_gpus=4, deadline=60.0),
+                 gpu_job("b", 0.0, 1, 100.0, min_gpus=1, max_gpus=4, deadline=120.0),
+                 gpu_job("c", 0.0, 1, 200.0, min_gpus=1, max_gpus=4, deadline=100.0))
+    policy = ElasticFlow()
+    engine = Engine(specs, cluster(), policy, progress=False, observe=Observe(declared_iterations=True))
+    assert _jcts(engine) == pytest.approx({"a": 50.0, "b": 100.0, "c": 100.0})
+    assert policy.not_admitted == ["b"]
+
+
+def test_elasticflow_conforms():
+    from clustersim.policies.elasticflow import ElasticFlow
+    check_policy(ElasticFlow)
