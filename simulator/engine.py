@@ -332,7 +332,7 @@ class Engine:
         if self.interval is not None and self.slot_from_last:   # ElasticFlow's scheduler.py: events within a
             at = max(now, self._slot_start + self.interval)      # slot of the last decision wait for its end
         elif self.interval is not None:   # rounds: the next multiple of the interval
-            at = math.ceil(now / self.interval - 1e-9) * self.interval
+            at = max(now, math.ceil(now / self.interval - 1e-9) * self.interval)   # never before now (float drift)
         if self._decision_at is None or at < self._decision_at:
             self._decision_at = at
             self._at(at - now, partial(self._decide, at), DECIDE)
