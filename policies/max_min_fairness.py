@@ -43,7 +43,7 @@ class MaxMinFairness(Policy):
         active = [*view.running.values(), *view.pending.values()]
         if not active:
             return Decision()
-        x = time_fractions(active, budget(view.cluster)[0])
+        x = self.fractions(active, budget(view.cluster)[0], view.now)
         order = sorted(active, key=lambda j: self._rank(j, x[j.job_id], view.now))
         left = budget(view.cluster)
         chosen = {j.job_id for j in order if admit(left, j.requested_demand())}
@@ -62,6 +62,10 @@ class MaxMinFairness(Policy):
             if allocations.get(j.job_id, 0) is None and keep_in_place(free, j):
                 del allocations[j.job_id]
         return Decision(allocations, wakeup=self.round_s)
+
+    def fractions(self, active, gpus: float, now: float) -> dict[str, float]:
+        """Each active job's fraction of time on its requested GPUs."""
+        return time_fractions(active, gpus)
 
     def _rank(self, job, x: float, now: float) -> tuple:
         """Gavel's priority x / (fraction of the time since arrival the job has run), highest first;

@@ -48,3 +48,20 @@ def test_the_shockwave_preset_runs_its_120_jobs_on_32_v100s_in_120_s_rounds():
     assert cfg.policy.round_s == 120 and cfg.policy.decision_interval == 120
     engine = build_engine(cfg)
     assert len(engine.jobs) == 120 and engine.cluster.total_gpus == 32
+
+
+def test_themis_equalises_finish_time_fairness():
+    from clustersim.policies.themis import Themis, _min_max_rho
+
+    class J:
+        def __init__(self, job_id, gpus):
+            self.job_id, self.num_gpus = job_id, gpus
+    # 4 GPUs, two 4-GPU jobs at 1 it/s, just arrived (t = 0, C = 0), 100 and 300 iterations left.
+    # Equal share: x_iso = min(1, 4 / (2 x 4)) = 0.5, so D = R / 0.5 = 200 and 600 s, and
+    # rho = (R / x) / D = 1 / (2x) for both: the largest is least at x = 0.5 each (4 x 0.5 + 4 x 0.5
+    # = 4 GPUs), rho = 1. Alone each could reach rho 0.5 (x = 1), but both at 1 need 8 GPUs.
+    need = [(J("a", 4), 0.0, 100.0, 1.0, 200.0), (J("b", 4), 0.0, 300.0, 1.0, 600.0)]
+    assert _min_max_rho(need, 4.0) == pytest.approx({"a": 0.5, "b": 0.5}, rel=1e-6)
+    # on 8 GPUs both run all the time
+    assert _min_max_rho(need, 8.0) == pytest.approx({"a": 1.0, "b": 1.0})
+    check_policy(Themis)
