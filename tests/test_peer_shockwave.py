@@ -45,7 +45,7 @@ def test_max_min_fairness_conforms():
 
 def test_the_shockwave_preset_runs_its_120_jobs_on_32_v100s_in_120_s_rounds():
     cfg = compose(["+experiment=peer_shockwave"])
-    assert cfg.policy.round_s == 120 and cfg.policy.decision_interval == 120
+    assert cfg.policy.round_s == 120 and cfg.policy.decision_interval == 120 and cfg.overhead.resume_s == 20
     engine = build_engine(cfg)
     assert len(engine.jobs) == 120 and engine.cluster.total_gpus == 32
 
