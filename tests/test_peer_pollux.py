@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from clustersim import traces
+from clustersim.experiment import build_engine
 from clustersim.simulator.errors import ConfigError
 from clustersim.simulator.goodput import Application, application
 from clustersim.traces import resolve
@@ -86,3 +87,10 @@ def test_an_unknown_unmeasured_rule_is_a_config_error():
     from clustersim.experiment import build_engine, compose
     with pytest.raises(ConfigError, match="goodput_unmeasured"):
         build_engine(compose(["+experiment=peer_pollux", "profile.goodput_unmeasured=nearest"]))
+
+
+def test_queue_order_is_settable_on_policy_tiresias():
+    from clustersim.experiment import compose
+    cfg = compose(["policy=tiresias", "policy.queue_order=pollux"])
+    engine = build_engine(cfg)
+    assert engine.policy.queue_order == "pollux"
