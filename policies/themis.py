@@ -49,6 +49,9 @@ class Themis(MaxMinFairness):
                 continue
             left = max(j.declared_iterations - done, 0.0)
             need.append((j, now - j.submit_time, left, rate, self._isolated.get(j.job_id, 0.0) + left / (rate * share)))
+        ids = {j.job_id for j in active}   # forget ended jobs: a long replay keeps nothing per finished job
+        self._last = {k: v for k, v in self._last.items() if k in ids}
+        self._isolated = {k: v for k, v in self._isolated.items() if k in ids}
         room = gpus - sum(x[j.job_id] * j.num_gpus for j in active if j.job_id in x)
         x.update(_min_max_rho(need, room))
         return x

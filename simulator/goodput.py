@@ -283,7 +283,8 @@ class Application:
         per_epoch = [(self.progress(e + 1) - self.progress(e)) / self.gain(batch, e) for e in range(self.max_epochs)]
         if whole_seconds_at is None:
             return sum(per_epoch)
-        return sum(round(n / whole_seconds_at) for n in per_epoch) * whole_seconds_at
+        whole = sum(round(n / whole_seconds_at) for n in per_epoch) * whole_seconds_at
+        return whole if whole > 0 else sum(per_epoch)   # epochs all under half a second: no job of 0 s
 
     def target_examples(self) -> float:
         """Examples the application needs at its reference batch (progress x reference batch)."""
