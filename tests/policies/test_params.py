@@ -124,10 +124,12 @@ def test_every_registered_component_has_a_resolvable_schema():
 
 
 # ---------------------------------------------------------------------------- one source of defaults
+from clustersim.experiment import PolicyConfig  # noqa: E402
 def _config(path: Path) -> tuple[str, dict]:
     cfg = yaml.safe_load(path.read_text())
     name = cfg.pop("name")
-    cfg.pop("decision_interval", None)   # the engine's key every policy config has (experiment.PolicyConfig)
+    for key in PolicyConfig.__dataclass_fields__:   # the keys every policy config has, besides its own
+        cfg.pop(key, None)
     return name, cfg
 
 
