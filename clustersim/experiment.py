@@ -41,7 +41,7 @@ class RunConfig:
     """The top-level keys of config.yaml besides its groups."""
 
     seed: Count = 0
-    until: Annotated[float, Range(ge=0)] | None = None   # stop at this simulated time (s)
+    until: Annotated[float, Range(gt=0)] | None = None   # stop at this simulated time (s); 0 would end before the first event
     progress: bool | None = None                          # tqdm bar: null = on a terminal only
     limits: dict | None = None                            # simulator.engine.Limits
     observe: dict | None = None                           # simulator.engine.Observe

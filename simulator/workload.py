@@ -18,6 +18,7 @@ loss curve and its profile's dataset size give its work. docs/models/workload.md
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Annotated, Literal
 
 import numpy as np
@@ -27,7 +28,7 @@ from clustersim.simulator.cluster import tasks_per_node
 from clustersim.simulator.job import JobSpec, RoleSpec
 from clustersim.simulator.params import NonNegative, PositiveCount, Range, check_params
 from clustersim.simulator.rng import component_rng
-from clustersim.simulator.errors import TraceError
+from clustersim.simulator.errors import ConfigError, TraceError
 from clustersim.traces.schema import role_rows
 
 COLUMNS = ["job_id", "submit_time", "duration", "iterations", "roles", "tenant", "user", "model",
@@ -72,11 +73,11 @@ class Assignment:
 
     def __post_init__(self):
         if self.unknown not in ("random", "error"):
-            raise ValueError(f"profile.unknown must be 'random' or 'error', got {self.unknown!r}")
+            raise ConfigError(f"profile.unknown must be 'random' or 'error', got {self.unknown!r}")
         for family, names in self.pool.items():
             for n in names:
                 if self.zoo.profile(n).family != family:
-                    raise ValueError(f"profile.pool.{family}: {n!r} is a {self.zoo.profile(n).family} profile")
+                    raise ConfigError(f"profile.pool.{family}: {n!r} is a {self.zoo.profile(n).family} profile")
 
     @property
     def curves_for_all(self) -> bool:
@@ -89,6 +90,9 @@ class Assignment:
         cfg = dict(cfg or {})
         check_params(ProfileConfig, cfg, "profile.{}")
         check_params(ConvergenceConfig, cfg.get("convergence") or {}, "profile.convergence.{}")
+        for i, f in enumerate(cfg.get("files") or []):
+            if not Path(str(f)).expanduser().is_file():
+                raise ConfigError(f"profile.files[{i}]: {f}: no such file")
         if not cfg.get("zoo", False):
             return None
         from clustersim.simulator import profiles
