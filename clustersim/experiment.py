@@ -27,6 +27,7 @@ from clustersim.simulator.errors import ConfigError, UnfinishedJobsError
 from clustersim.simulator.metrics import Recorder, atomic_write, format_summary
 from clustersim.simulator.params import Count, Range, check_params
 from clustersim.simulator.workload import Assignment, build_jobs
+from clustersim.sweep import output_digests
 from clustersim.traces.load import REJECTS_FILE, LoadReport
 from clustersim.traces.load import check_config as check_trace
 from clustersim.traces.load import load as load_trace_table
@@ -150,7 +151,7 @@ def run(cfg: DictConfig | dict, run_dir: str | Path, overrides: list[str] | None
     del table   # the engine holds what it needs: a long replay keeps no second copy of the trace
     recorder = engine.run()
     wall = time.perf_counter() - t0
-    meta = {**provenance(), "status": "complete", "config": c, "overrides": list(overrides or []),
+    meta = {**provenance(), "status": "complete", "config": c, "inputs": inputs(c), "overrides": list(overrides or []),
             "wall_time_s": wall, "jobs": len(engine.jobs), "nodes": engine.cluster.num_nodes,
             "cluster": describe_cluster(engine.cluster), "events": engine.events, "decisions": engine.decisions,
             "limits": asdict(engine.limits), "observe": asdict(engine.observe), "trace": trace_report.as_dict()}
@@ -165,6 +166,7 @@ def run(cfg: DictConfig | dict, run_dir: str | Path, overrides: list[str] | None
         if trace_report.rejected:
             atomic_write(tmp / REJECTS_FILE, trace_report.write_rejects)
         summary = recorder.write(tmp)
+        meta["outputs"] = output_digests(tmp)   # clustersim-collect checks each output against these
         write_meta(tmp, meta)
     if error:
         raise UnfinishedJobsError(error, summary)
@@ -270,20 +272,77 @@ def mark_failed(run_dir: str | Path, error: BaseException, cfg: DictConfig | dic
 
 
 def is_complete(run_dir: str | Path, cfg: DictConfig | dict) -> bool:
-    """``run_dir`` holds a complete run of exactly this config (``progress`` aside), so a
-    re-run of a sweep may skip it."""
+    """``run_dir`` holds a complete run of exactly this config (``progress`` aside) on the same
+    inputs (``inputs``: the trace and profile files' contents and the code), so a re-run of a
+    sweep may skip it. A run recorded without its inputs (an older clustersim) is run again."""
+    from clustersim.collect import damage
+
     meta = read_meta(run_dir)
-    if not meta or meta.get("status") != "complete" or not (Path(run_dir) / "summary.json").is_file():
+    if not isinstance(meta, dict) or meta.get("status") != "complete" or not (Path(run_dir) / "summary.json").is_file():
+        return False
+    if damage(Path(run_dir), meta):   # an output deleted or altered since: the run is made again
         return False
     same = lambda d: {k: v for k, v in (d or {}).items() if k != "progress"}  # noqa: E731
-    mine = json.loads(json.dumps(check(cfg), default=str))
-    return same(meta.get("config")) == same(mine)
+    c = check(cfg)
+    if same(meta.get("config")) != same(json.loads(json.dumps(c, default=str))):
+        return False
+    try:
+        return meta.get("inputs") == inputs(c)
+    except (OSError, ValueError):   # an input gone or unreadable: the run says why when it reads it
+        return False
+
+
+def inputs(c: dict) -> dict:
+    """What a run reads besides its config, by content (SHA-256): every trace file (its further
+    files and companions included), every profile file of the zoo, and clustersim's own code.
+    With the config, this is a run's identity: editing a trace and re-running a sweep into the
+    same directory runs again what that trace feeds."""
+    from clustersim.traces.load import input_files
+
+    files = dict(input_files(c["trace"]))
+    if c["profile"].get("zoo"):
+        from clustersim.simulator.profiles import PROFILE_FILES
+
+        listed = c["profile"].get("files") or [e.obj for e in PROFILE_FILES.entries()]
+        files.update({f"profile:{f}": Path(str(f)).expanduser() for f in listed})
+    return {"files": {k: _digest(Path(p)) for k, p in files.items()}, "code": code_digest()}
+
+
+def _digest(path: Path) -> str:
+    st = path.stat()   # a file read again by a sweep's runs is hashed once while it is unchanged
+    return _digest_of(str(path.resolve()), st.st_size, st.st_mtime_ns)
+
+
+@functools.lru_cache(maxsize=256)
+def _digest_of(path: str, size: int, mtime_ns: int) -> str:
+    from clustersim.traces.cache import file_digest
+
+    return file_digest(Path(path))
+
+
+@functools.cache
+def code_digest() -> str:
+    """SHA-256 over clustersim's source and bundled configs (``.py``, ``.yaml``), in path order:
+    a changed simulator, policy or reader changes every run's identity, installed or not, committed
+    or not (a git commit alone misses uncommitted edits)."""
+    import hashlib
+
+    import clustersim
+    from clustersim import configs, policies, simulator, traces
+
+    h = hashlib.sha256()
+    for pkg in (clustersim, simulator, policies, traces, configs):
+        root = Path(pkg.__file__).parent
+        for p in sorted(root.rglob("*")):
+            if p.suffix in (".py", ".yaml") and "__pycache__" not in p.parts:
+                h.update(f"{pkg.__name__}/{p.relative_to(root)}".encode() + b"\0" + p.read_bytes())
+    return h.hexdigest()
 
 
 def read_meta(run_dir: str | Path) -> dict | None:
     try:
         return json.loads((Path(run_dir) / RUN_META).read_text())
-    except (FileNotFoundError, json.JSONDecodeError):
+    except (OSError, ValueError):   # none, or not JSON (UnicodeDecodeError is a ValueError)
         return None
 
 

@@ -101,11 +101,13 @@ def store(directory: Path, k: str, table: pa.Table, bad: BadRows) -> None:
         tmp.unlink(missing_ok=True)
 
 
-def check_dir(directory: Path) -> None:
-    """Before any reading: the cache folder exists (made if need be) and is a folder."""
+def check_dir(directory: Path) -> bool:
+    """Before any reading: the cache folder is a folder, made if need be; whether new entries can
+    be written there (a read-only cache still serves the entries it has)."""
     if directory.exists() and not directory.is_dir():
         raise TraceError(f"cache.dir {directory}: exists and is not a folder")
     try:
         directory.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise TraceError(f"cache.dir {directory}: cannot create the folder ({e.strerror})") from None
+    except OSError:
+        return False   # not there and cannot be made: nothing to serve, nothing to store
+    return os.access(directory, os.W_OK | os.X_OK)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import importlib
 import os
 import shutil
+import sys
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -143,18 +144,42 @@ def _accounting(report: LoadReport) -> str:
     return "; ".join(parts)
 
 
-def _read(fmt: str, path, options: dict, report: LoadReport, cache_cfg: Mapping) -> pa.Table:
+def source_files(fmt: str, path, options: dict) -> tuple[traces.Format, Path, dict, dict[str, Path]]:
+    """The format, the resolved path, the resolved options, and every file the reader reads for
+    ``path`` (the path, its further files, companions such as PAI ``.header`` files) by role."""
     f, p, resolved = traces.prepare(fmt, path, options)
     files = {"path": p, **{k: v for k, v in resolved.items() if k in f.files and v is not None}}
+    companions = getattr(importlib.import_module(f.module), "companions", None)
+    return f, p, resolved, {**files, **(companions(files) if companions else {})}
+
+
+def input_files(cfg: Mapping) -> dict[str, Path]:
+    """Every file a trace config reads (none for a generator), as ``<path>:<role>`` -> path: what a
+    run's identity hashes besides its config (clustersim.experiment.inputs)."""
+    if cfg.get("format") == "synthetic":
+        return {}
+    paths = cfg.get("path")
+    out = {}
+    for path in (list(paths) if isinstance(paths, (list, tuple)) else [paths]):
+        if path is None:
+            continue
+        for role, file in source_files(cfg["format"], path, dict(cfg.get("options") or {}))[3].items():
+            out[f"{path}:{role}"] = file
+    return out
+
+
+def _read(fmt: str, path, options: dict, report: LoadReport, cache_cfg: Mapping) -> pa.Table:
+    f, p, resolved, files = source_files(fmt, path, options)
     plain = {k: v for k, v in options.items() if k not in f.files}
     use_cache = cache_cfg.get("enabled", True)
     directory = Path(cache_cfg.get("dir") or cache.default_dir()).expanduser()
     if use_cache:
-        cache.check_dir(directory)  # before the (maybe long) read
-        companions = getattr(importlib.import_module(f.module), "companions", None)
-        k = cache.key(fmt, f.module, {**files, **(companions(files) if companions else {})}, plain,
-                      report.on_bad_row)
+        writable = cache.check_dir(directory)  # before the (maybe long) read
+        k = cache.key(fmt, f.module, files, plain, report.on_bad_row)
         hit = cache.load(directory, k)
+        if hit is None and not writable:   # a read-only cache still serves its entries; a miss runs uncached
+            _warn(f"trace cache {directory} is not writable: {path} is read without storing it there")
+            use_cache = False
     else:
         k = hit = None
     if hit is not None:
@@ -169,7 +194,10 @@ def _read(fmt: str, path, options: dict, report: LoadReport, cache_cfg: Mapping)
             raise
         bad.close()
         if use_cache:
-            cache.store(directory, k, table, bad)
+            try:
+                cache.store(directory, k, table, bad)
+            except OSError as e:   # a full disk or a file-size limit costs the entry, not the run
+                _warn(f"trace cache {directory}: cannot store {path} ({e.strerror or e}); the run goes on uncached")
         elif not bad.rejected:
             bad.spool.unlink(missing_ok=True)
     report.rejected += bad.rejected
@@ -179,9 +207,14 @@ def _read(fmt: str, path, options: dict, report: LoadReport, cache_cfg: Mapping)
     for reason, n in bad.dropped.items():
         report.dropped[reason] = report.dropped.get(reason, 0) + n
     report.sources.append({"path": str(path), "jobs": table.num_rows, "rejected": bad.rejected,
-                           "cache": None if not use_cache else ("hit" if hit is not None else "stored"),
+                           "cache": ("hit" if hit is not None else "stored") if use_cache else
+                           ("not writable" if k is not None else None),
                            "cache_key": k})
     return table
+
+
+def _warn(message: str) -> None:
+    print(f"clustersim: warning: {message}", file=sys.stderr, flush=True)
 
 
 def _spool(directory: Path | None, k: str | None) -> Path:
