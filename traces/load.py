@@ -48,12 +48,14 @@ class LoadReport:
     oversize: dict | None = None
     jobs: int = 0
     rejected: int = 0
+    listed: int = 0   # rejects the rejects file lists (the first collect.SPOOLED of each source)
     rejects: list[Reject] = field(default_factory=list)
     reject_files: list[Path] = field(default_factory=list)
 
     def as_dict(self) -> dict:
         return {"name": self.name, "format": self.format, "on_bad_row": self.on_bad_row, "sources": self.sources,
                 "rejected": self.rejected, "rejects_file": REJECTS_FILE if self.rejected else None,
+                "rejects_listed": self.listed,
                 "dropped": self.dropped, "transforms": self.transforms, "oversize": self.oversize, "jobs": self.jobs}
 
     def write_rejects(self, path: str | Path) -> None:
@@ -137,7 +139,8 @@ def load(cfg: Mapping, seed: int = 0) -> tuple[pa.Table, LoadReport]:
 
 def _accounting(report: LoadReport) -> str:
     """Where the jobs went: rejects (and the file listing them), drops, transforms."""
-    parts = [f"{report.rejected} row(s) rejected, listed in "
+    listed = "listed" if report.listed == report.rejected else f"the first {report.listed:,} listed"
+    parts = [f"{report.rejected:,} row(s) rejected, {listed} in "
              f"{', '.join(str(p) for p in report.reject_files)}"] if report.rejected else ["no row rejected"]
     parts += [f"{n} dropped: {reason}" for reason, n in report.dropped.items()]
     parts += [f"{t['op']}: {t['jobs_before']} -> {t['jobs_after']} jobs" for t in report.transforms]
@@ -201,6 +204,7 @@ def _read(fmt: str, path, options: dict, report: LoadReport, cache_cfg: Mapping)
         elif not bad.rejected:
             bad.spool.unlink(missing_ok=True)
     report.rejected += bad.rejected
+    report.listed += bad.listed
     report.rejects.extend(bad.rejects)
     if bad.rejected:
         report.reject_files.append(bad.spool)
