@@ -23,7 +23,7 @@ from clustersim.simulator import faults as faults_mod
 from clustersim.simulator import overhead as overhead_mod
 from clustersim.simulator.arrow import compute as pc
 from clustersim.simulator.engine import Engine, Limits, Observe
-from clustersim.simulator.errors import ConfigError, UnfinishedJobsError
+from clustersim.simulator.errors import ConfigError, OutputError, UnfinishedJobsError
 from clustersim.simulator.metrics import Recorder, atomic_write, format_summary
 from clustersim.simulator.params import Count, Range, check_params
 from clustersim.simulator.workload import Assignment, build_jobs
@@ -31,6 +31,7 @@ from clustersim.sweep import output_digests
 from clustersim.traces.load import REJECTS_FILE, LoadReport
 from clustersim.traces.load import check_config as check_trace
 from clustersim.traces.load import load as load_trace_table
+from clustersim.traces.schema import validate
 from clustersim.traces.transform import oversize
 
 GROUPS = ("trace", "cluster", "policy", "overhead", "profile", "faults")
@@ -103,8 +104,13 @@ def trace_gpu_demand(table: pa.Table) -> tuple[float, float]:
 
 def build_engine(cfg: DictConfig | dict, table: pa.Table | None = None,
                  trace_report: LoadReport | None = None) -> Engine:
-    """The engine ``cfg`` describes (checked first), ready to run."""
-    return _build(check(cfg), table, trace_report)
+    """The engine ``cfg`` describes (checked first), ready to run. A ``table`` given here is
+    checked as a trace's rows are (``traces.schema.validate``: a duration of 0 is a TraceError
+    naming the row, not a division by zero in the speed model)."""
+    c = check(cfg)
+    if table is not None:
+        table = validate(table, "build_engine(table=...)")
+    return _build(c, table, trace_report)
 
 
 def _build(c: dict, table: pa.Table | None, trace_report: LoadReport | None) -> Engine:
@@ -145,7 +151,10 @@ def run(cfg: DictConfig | dict, run_dir: str | Path, overrides: list[str] | None
     c = check(cfg)
     table, trace_report = load_trace(c["trace"], c.get("seed", 0))
     if trace_report.rejected:  # before anything else can fail: the rejects explain a failed run too
-        Path(run_dir).mkdir(parents=True, exist_ok=True)
+        try:
+            Path(run_dir).mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise OutputError(f"{run_dir}: cannot write the run directory ({e.strerror or e})") from None
         atomic_write(Path(run_dir) / REJECTS_FILE, trace_report.write_rejects)
     engine = _build(c, table, trace_report)
     del table   # the engine holds what it needs: a long replay keeps no second copy of the trace
@@ -187,17 +196,23 @@ def staged(run_dir: str | Path):
     """A fresh hidden directory beside ``run_dir`` to write into; on success it replaces
     ``run_dir`` whole (keeping Hydra's ``.hydra`` record of the run), on failure it is removed."""
     final = Path(run_dir)
-    final.parent.mkdir(parents=True, exist_ok=True)
-    _refuse_foreign(final)
-    remove_leftovers(final)
     tmp = final.parent / _STAGING.format(final.name, socket.gethostname(), os.getpid())
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir()
+    try:
+        final.parent.mkdir(parents=True, exist_ok=True)
+        _refuse_foreign(final)
+        remove_leftovers(final)
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir()
+    except OSError as e:
+        raise OutputError(f"{final}: cannot write the run directory ({e.strerror or e})") from None
     try:
         yield tmp
-        if (final / ".hydra").is_dir():
-            shutil.copytree(final / ".hydra", tmp / ".hydra", dirs_exist_ok=True)
-        _replace(tmp, final)
+        try:
+            if (final / ".hydra").is_dir():
+                shutil.copytree(final / ".hydra", tmp / ".hydra", dirs_exist_ok=True)
+            _replace(tmp, final)
+        except OSError as e:
+            raise OutputError(f"{final}: cannot move the finished run into place ({e.strerror or e})") from None
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 

@@ -128,6 +128,39 @@ except ImportError:  # pragma: no cover
     Callback = object
 
 
+def check_writable(directory: Path, key: str, prog: str) -> None:
+    """Refuse, with one line and exit 1, an output directory that cannot be made or written (Hydra
+    would make it and fail with a traceback): a scratch folder is made in it, or in its parent
+    when it does not exist yet, and removed."""
+    import os
+    import tempfile
+
+    directory = Path(directory)
+    try:
+        if directory.exists() and not directory.is_dir():
+            raise NotADirectoryError(20, "exists and is not a folder")
+        where = directory if directory.is_dir() else directory.parent
+        where.mkdir(parents=True, exist_ok=True)
+        os.rmdir(tempfile.mkdtemp(prefix=".clustersim-probe-", dir=where))
+    except OSError as e:
+        print(f"{prog}: error: {key} {directory}: cannot write there ({e.strerror or e})", file=sys.stderr, flush=True)
+        raise SystemExit(1) from None
+
+
+class OutputDirCallback(Callback):
+    """Checks the run's (or sweep's) output directory before Hydra makes it (configs/config.yaml and
+    configs/calibrate/config.yaml ``hydra.callbacks``)."""
+
+    def __init__(self, prog: str = "clustersim", key: str = "hydra.run.dir"):
+        self.prog, self.key = prog, key   # key: what the user sets to choose the directory
+
+    def on_run_start(self, config, **kwargs) -> None:
+        check_writable(Path(str(config.hydra.run.dir)), self.key, self.prog)
+
+    def on_multirun_start(self, config, **kwargs) -> None:
+        check_writable(Path(str(config.hydra.sweep.dir)), "hydra.sweep.dir", self.prog)
+
+
 class SweepCallback(Callback):
     """A sweep's manifest, progress bar and closing report (runs in the process that launches)."""
 

@@ -8,6 +8,7 @@ a temporary name and renamed, so an interrupted run never leaves a half-written 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from array import array
@@ -19,6 +20,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from clustersim.simulator import arrow   # output columns without pa.array's pandas import
+from clustersim.simulator.errors import OutputError
 from clustersim.simulator.job import ENDED, JobState, Status
 
 
@@ -411,14 +413,20 @@ def extra_summary(jobs: pa.Table, timeline: pa.Table, total) -> dict:
 
 
 def atomic_write(path: Path, write) -> None:
-    """Write through ``write(tmp_path)`` then rename, so ``path`` is whole or absent."""
+    """Write through ``write(tmp_path)`` then rename, so ``path`` is whole or absent. A failed
+    write is an ``OutputError`` naming ``path`` (the OS names no file for a write past a
+    file-size limit or onto a full disk)."""
     tmp = path.with_name(f".{path.name}.tmp")
     try:
         write(str(tmp))
         os.replace(tmp, path)
+    except OSError as e:
+        if isinstance(e, OutputError):
+            raise
+        raise OutputError(f"{path}: cannot write ({e.strerror or e})") from None
     finally:
-        if tmp.exists():
-            tmp.unlink()
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
 
 
 def format_summary(summary: dict) -> str:
