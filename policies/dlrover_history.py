@@ -119,8 +119,11 @@ class History:
             self._db.execute(_SCHEMA)
             cur = self._db.execute(f"SELECT {', '.join(_COLUMNS)} FROM jobs ORDER BY id")
             self.records: list[Record] = [_record(r) for r in cur]
-            self._db.execute("BEGIN IMMEDIATE")   # the write lock: a read-only file fails here, not mid-run
-            self._db.execute("ROLLBACK")
+            self._db.execute("BEGIN IMMEDIATE")   # a write, undone: a read-only file fails here, not mid-run
+            try:
+                self._db.execute("CREATE TABLE _write_probe (x INTEGER)")
+            finally:
+                self._db.execute("ROLLBACK")
         except (sqlite3.Error, OSError, ValueError, TypeError) as e:
             if self._db is not None:
                 self._db.close()

@@ -13,12 +13,13 @@ from dataclasses import dataclass
 from typing import Annotated, Literal
 
 from clustersim.simulator.errors import ConfigError
-from clustersim.simulator.params import Fraction, Positive, PositiveCount, Range, check_params
+from clustersim.simulator.params import Positive, Range, check_params
 
 MAX_PROCESSES = 1024   # choice: processes one point may start on a host (a calibration is one host's)
 Tasks = Annotated[int, Range(ge=1, le=MAX_PROCESSES)]
 Steps = Annotated[int, Range(ge=1, le=10_000_000)]   # choice: iterations of one timed window or run
 Threads = Annotated[int, Range(ge=1, le=4096)]
+Batch = Annotated[int, Range(ge=1, le=1_000_000)]   # choice: samples per batch (the defaults are <= 256)
 MAX_MODEL_SIZE = 1_000_000   # choice: a built-in model's samples, rows, widths, ... (the defaults are <= 8,192)
 IMPORT_PATH = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_]\w*")
 
@@ -52,7 +53,7 @@ class ModelConfig:
 class DataParallelConfig:
     enabled: bool = True
     workers: list[Tasks] | None = None
-    batch: list[PositiveCount] | None = None
+    batch: list[Batch] | None = None
     steps: Steps = 20
     warmup: Annotated[int, Range(ge=0, le=10_000_000)] = 3
     repeats: Annotated[int, Range(ge=1, le=1000)] = 3
@@ -66,7 +67,7 @@ class PSConfig:
     mode: Literal["sync", "async"] = "sync"
     p: list[Tasks] | None = None
     w: list[Tasks] | None = None
-    batch: PositiveCount = 256
+    batch: Batch = 256
     steps: Steps = 20
     warmup: Annotated[int, Range(ge=0, le=10_000_000)] = 3
     repeats: Annotated[int, Range(ge=1, le=1000)] = 3
@@ -84,7 +85,7 @@ class OverheadConfig:
     enabled: bool = True
     sizes: list[list[Tasks]] | None = None
     repeats: Annotated[int, Range(ge=1, le=1000)] = 1
-    batch: PositiveCount = 32
+    batch: Batch = 32
     pre_steps: Steps = 20
     post_steps: Steps = 5
     threads: Threads = 1
@@ -93,7 +94,7 @@ class OverheadConfig:
 @dataclass(frozen=True)
 class ConvergenceConfig:
     enabled: bool = True
-    batch: PositiveCount = 64
+    batch: Batch = 64
     lr: Positive = 0.1
     threshold: Positive = 0.01
     patience: Annotated[int, Range(ge=1, le=100_000)] = 3
