@@ -48,6 +48,14 @@ class ProfileConfig:
 
 
 @dataclass(frozen=True)
+class PoolConfig:
+    """``profile.pool``: the profiles a job without a (known) model name is drawn from, per family."""
+
+    gpu: list[str] | None = None
+    ps: list[str] | None = None
+
+
+@dataclass(frozen=True)
 class ConvergenceConfig:
     """``profile.convergence``: ground-truth loss curves (simulator.convergence.assign_curves)."""
 
@@ -76,6 +84,8 @@ class Assignment:
             raise ConfigError(f"profile.unknown must be 'random' or 'error', got {self.unknown!r}")
         for family, names in self.pool.items():
             for n in names:
+                if n not in self.zoo.profiles:
+                    raise ConfigError(f"profile.pool.{family}: no profile {n!r} in the zoo")
                 if self.zoo.profile(n).family != family:
                     raise ConfigError(f"profile.pool.{family}: {n!r} is a {self.zoo.profile(n).family} profile")
 
@@ -90,6 +100,7 @@ class Assignment:
         cfg = dict(cfg or {})
         check_params(ProfileConfig, cfg, "profile.{}")
         check_params(ConvergenceConfig, cfg.get("convergence") or {}, "profile.convergence.{}")
+        check_params(PoolConfig, cfg.get("pool") or {}, "profile.pool.{}")
         for i, f in enumerate(cfg.get("files") or []):
             if not Path(str(f)).expanduser().is_file():
                 raise ConfigError(f"profile.files[{i}]: {f}: no such file")

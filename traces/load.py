@@ -102,9 +102,13 @@ def check_config(cfg: Mapping) -> None:
                              f"{', '.join(synthetic.GENERATORS)}")
         check_params(synthetic.GENERATORS[gen], options, "trace.options.{}", skip=("rng",))
         return
+    paths = cfg.get("path")
+    for p in (paths if isinstance(paths, list) else [paths]):
+        if p == "":
+            raise TraceError("trace.path: an empty path; give the trace file")
     f = traces.get(fmt)
     for k in f.files:
-        if options.get(k) is not None and not isinstance(options[k], str):
+        if options.get(k) is not None and (not isinstance(options[k], str) or not options[k]):
             raise TraceError(f"trace.options.{k}: must be a file path, got {options[k]!r}")
     check_params(f.read, {k: v for k, v in options.items() if k not in f.files}, "trace.options.{}",
                  skip=("path", "bad", *f.files))
