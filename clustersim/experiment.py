@@ -150,6 +150,7 @@ def run(cfg: DictConfig | dict, run_dir: str | Path, overrides: list[str] | None
     t0 = time.perf_counter()
     c = check(cfg)
     table, trace_report = load_trace(c["trace"], c.get("seed", 0))
+    ins = inputs(c)   # as read now: a trace edited while the run goes on does not count as its input
     if trace_report.rejected:  # before anything else can fail: the rejects explain a failed run too
         try:
             Path(run_dir).mkdir(parents=True, exist_ok=True)
@@ -160,7 +161,7 @@ def run(cfg: DictConfig | dict, run_dir: str | Path, overrides: list[str] | None
     del table   # the engine holds what it needs: a long replay keeps no second copy of the trace
     recorder = engine.run()
     wall = time.perf_counter() - t0
-    meta = {**provenance(), "status": "complete", "config": c, "inputs": inputs(c), "overrides": list(overrides or []),
+    meta = {**provenance(), "status": "complete", "config": c, "inputs": ins, "overrides": list(overrides or []),
             "wall_time_s": wall, "jobs": len(engine.jobs), "nodes": engine.cluster.num_nodes,
             "cluster": describe_cluster(engine.cluster), "events": engine.events, "decisions": engine.decisions,
             "limits": asdict(engine.limits), "observe": asdict(engine.observe), "trace": trace_report.as_dict()}

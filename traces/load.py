@@ -97,7 +97,7 @@ def check_config(cfg: Mapping) -> None:
     options = dict(cfg.get("options") or {})
     if fmt == "synthetic":
         gen = options.pop("generator", None)
-        if gen not in synthetic.GENERATORS:
+        if not isinstance(gen, str) or gen not in synthetic.GENERATORS:
             raise TraceError(f"trace.options.generator: unknown generator {gen!r}; known: "
                              f"{', '.join(synthetic.GENERATORS)}")
         check_params(synthetic.GENERATORS[gen], options, "trace.options.{}", skip=("rng",))
