@@ -28,6 +28,7 @@ from clustersim.simulator.metrics import Recorder, atomic_write, format_summary
 from clustersim.simulator.params import Count, Range, check_params
 from clustersim.simulator.workload import Assignment, build_jobs
 from clustersim.sweep import output_digests
+from clustersim.traces.cache import pid_alive
 from clustersim.traces.load import REJECTS_FILE, LoadReport
 from clustersim.traces.load import check_config as check_trace
 from clustersim.traces.load import load as load_trace_table
@@ -260,18 +261,8 @@ def remove_leftovers(run_dir: str | Path) -> None:
         prefix = pattern.format(final.name, socket.gethostname(), "")
         for d in final.parent.glob(f"{prefix}*"):
             pid = d.name[len(prefix):]
-            if pid.isdigit() and not _alive(int(pid)):
+            if pid.isdigit() and not pid_alive(int(pid)):
                 shutil.rmtree(d, ignore_errors=True)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def mark_failed(run_dir: str | Path, error: BaseException, cfg: DictConfig | dict | None = None,

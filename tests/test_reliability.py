@@ -387,3 +387,16 @@ def test_calibrate_command_refuses_an_unknown_key_in_one_line(tmp_path):
     assert not (tmp_path / "cal" / "points.jsonl").exists()
     one_line_error(clustersim("out=/proc/x", cwd=tmp_path, prog="clustersim.simulator.calibration.cli"),
                    "out /proc/x: cannot write there")
+
+
+def test_a_killed_loads_rejects_spool_is_removed_when_the_entry_is_next_built(tmp_path):
+    from clustersim.traces import cache
+
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    (tmp_path / f".k1.{dead.pid}.rejects.csv").write_text("x")   # a load killed mid-way (it once left 940 MB)
+    (tmp_path / f".k1.{os.getpid()}.rejects.csv").write_text("x")   # a load still running
+    (tmp_path / f".k2.{dead.pid}.rejects.csv").write_text("x")   # another entry's
+    cache.remove_dead_spools(tmp_path, "k1")
+    assert sorted(p.name for p in tmp_path.iterdir()) == [f".k1.{os.getpid()}.rejects.csv",
+                                                          f".k2.{dead.pid}.rejects.csv"]

@@ -228,6 +228,7 @@ def _warn(message: str) -> None:
 def _spool(directory: Path | None, k: str | None) -> Path:
     """Where a load streams its rejects: beside the cache entry it will become, else a temporary file."""
     if directory is not None:
+        cache.remove_dead_spools(directory, k)   # a killed load's spool goes when the entry is next built
         return directory / f".{k}.{os.getpid()}.rejects.csv"
     fd, name = tempfile.mkstemp(prefix="clustersim-trace-rejects-", suffix=".csv")
     os.close(fd)
