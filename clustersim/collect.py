@@ -118,6 +118,10 @@ def _meta(run: Path) -> dict | None:
         raise ValueError(f"run.json is unreadable ({type(e).__name__}: {e})") from None
     if not isinstance(meta, dict):
         raise ValueError(f"run.json holds a {type(meta).__name__}, not a run's record")
+    for key, types in (("config", (dict, type(None))), ("overrides", (list, type(None))),
+                       ("status", (str, type(None))), ("outputs", (dict, type(None))), ("cluster", (dict, type(None)))):
+        if not isinstance(meta.get(key), types):
+            raise ValueError(f"run.json does not describe a run ({key} is a {type(meta[key]).__name__})")
     return meta
 
 
@@ -204,16 +208,20 @@ def collect(root: str | Path, out: str | Path | None = None, experiment: str | N
     experiment = safe(experiment or root.resolve().name)
     rows, parts = [], {name: [] for name in DATASETS[1:]}
     for run in list(s.complete):
-        ident = describe(run, root, experiment)
-        summary = json.loads((run / "summary.json").read_text())
-        summary.pop("unfinished_jobs", None)   # a list; jobs.parquet has every job's status
         try:
+            ident = describe(run, root, experiment)
+            summary = json.loads((run / "summary.json").read_text())
+            summary.pop("unfinished_jobs", None)   # a list; jobs.parquet has every job's status
             tagged = {name: _tag(pq.read_table(run / file), ident)
                       for name, file in (("jobs", "jobs.parquet"), ("timelines", "timeline.parquet"),
                                          ("tenants", "tenants.parquet")) if (run / file).is_file()}
         except (pa.ArrowException, OSError) as e:   # a run recorded before output hashes, damaged since
             s.complete.remove(run)
             s.damaged.append((run, f"an output is unreadable ({e})"))
+            continue
+        except (TypeError, AttributeError, ValueError) as e:   # run.json edited into another shape
+            s.complete.remove(run)
+            s.damaged.append((run, f"run.json does not describe a run ({type(e).__name__}: {e})"))
             continue
         rows.append({**ident, **{k: v for k, v in summary.items() if k not in ident}})
         for name, table in tagged.items():

@@ -285,7 +285,8 @@ def is_complete(run_dir: str | Path, cfg: DictConfig | dict) -> bool:
     from clustersim.collect import damage
 
     meta = read_meta(run_dir)
-    if not isinstance(meta, dict) or meta.get("status") != "complete" or not (Path(run_dir) / "summary.json").is_file():
+    if not isinstance(meta, dict) or meta.get("status") != "complete" or not isinstance(meta.get("config"), dict) \
+            or not (Path(run_dir) / "summary.json").is_file():
         return False
     if damage(Path(run_dir), meta):   # an output deleted or altered since: the run is made again
         return False

@@ -102,6 +102,8 @@ CASES = {
     "run.json holds a list": (lambda s, r: (r[0] / "run.json").write_text("[1, 2]"), "run.json holds a list"),
     "run.json not JSON": (lambda s, r: (r[0] / "run.json").write_bytes(b"\xff{"), "run.json is unreadable"),
     "summary.json not JSON": (lambda s, r: (r[0] / "summary.json").write_text("{garbage"), "summary.json differs"),
+    "run.json of another shape": (lambda s, r: (r[0] / "run.json").write_text(json.dumps(
+        {**json.loads((r[0] / "run.json").read_text()), "config": [1], "overrides": 5})), "run.json does not describe"),
 }
 
 
