@@ -13,7 +13,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from clustersim.collect import collect, scan
+from clustersim.collect import collect
 from clustersim.experiment import build_engine, compose, inputs, is_complete, load_trace, run
 from clustersim.simulator.errors import ConfigError, OutputError, TraceError
 
@@ -113,7 +113,7 @@ def test_collect_reports_a_damaged_run_and_collects_the_others(sweep, tmp_path, 
     s = damaged_copy(sweep, tmp_path, damage)
     runs, jobs, sc = collect(s)
     assert runs.num_rows == 3 and jobs.num_rows == 3 * 60
-    assert len(sc.damaged) == 1 and why in sc.damaged[0][1] and f"1 damaged" in sc.report()
+    assert len(sc.damaged) == 1 and why in sc.damaged[0][1] and "1 damaged" in sc.report()
 
 
 def test_a_run_recorded_before_output_hashes_with_a_garbage_parquet_is_damaged(sweep, tmp_path):
@@ -319,23 +319,16 @@ def test_a_bad_history_path_is_one_config_error_naming_policy_history(tmp_path):
         assert str(e.value).startswith(f"policy.history: {path}: cannot use it") and reason in str(e.value), name
 
 
-def test_a_read_only_history_is_refused_at_open_not_mid_run(tmp_path):
+def test_a_read_only_history_is_refused_at_open_not_mid_run(tmp_path, monkeypatch):
     import sqlite3
 
-    from clustersim.policies.dlrover_history import History
-
-    History(tmp_path / "h.sqlite").close()
-    uri = sqlite3.connect   # a read-only open, as a read-only file gives (permissions do not bind root)
-
-    def read_only(path, **kw):
-        return uri(f"file:{path}?mode=ro", uri=True, **kw)
     import clustersim.policies.dlrover_history as mod
-    mod.sqlite3.connect, saved = read_only, mod.sqlite3.connect
-    try:
-        with pytest.raises(ConfigError, match="policy.history: .*h.sqlite: cannot use it .*readonly"):
-            History(tmp_path / "h.sqlite")
-    finally:
-        mod.sqlite3.connect = saved
+
+    mod.History(tmp_path / "h.sqlite").close()
+    connect = sqlite3.connect   # opened read-only, as a read-only file is (permissions do not bind root)
+    monkeypatch.setattr(mod.sqlite3, "connect", lambda path, **kw: connect(f"file:{path}?mode=ro", uri=True, **kw))
+    with pytest.raises(ConfigError, match="policy.history: .*h.sqlite: cannot use it .*readonly"):
+        mod.History(tmp_path / "h.sqlite")
 
 
 def test_the_command_names_a_bad_history_in_one_line(tmp_path):
