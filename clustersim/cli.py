@@ -81,7 +81,7 @@ def _run(cfg) -> None:
     from omegaconf import open_dict
 
     from clustersim.experiment import is_complete, mark_failed, remove_leftovers, report, run
-    from clustersim.simulator.errors import ConfigError, PolicyError, TraceError, UnfinishedJobsError
+    from clustersim.simulator.errors import ConfigError, OutputError, PolicyError, TraceError, UnfinishedJobsError
 
     hc = HydraConfig.get()
     run_dir, overrides = hc.runtime.output_dir, list(hc.overrides.task)
@@ -95,14 +95,14 @@ def _run(cfg) -> None:
             print(f"clustersim: {run_dir} already holds this run, complete: skipped", flush=True)
             return
         summary, _ = run(cfg, run_dir, overrides)
-    except (ConfigError, TraceError, PolicyError, UnfinishedJobsError) as e:   # errors a user can fix
+    except (ConfigError, TraceError, PolicyError, UnfinishedJobsError, OutputError) as e:   # errors a user can fix
         if isinstance(e, UnfinishedJobsError):
             if e.summary is not None:
                 print(report(cfg, e.summary, run_dir), flush=True)
         else:
             try:
                 mark_failed(run_dir, e, cfg, overrides)
-            except ConfigError:   # run_dir is not a run directory: nothing to record there
+            except (ConfigError, OutputError):   # not a run directory, or not writable: nothing to record there
                 pass
         print(f"clustersim: error: {e}", file=sys.stderr, flush=True)
         if sweep:

@@ -12,8 +12,10 @@ and policy (``<name>/experiment=<e>/policy=<p>/part-0.parquet``; read one with
   summaries; each with the run's ``run``, ``experiment``, ``policy`` and ``seed``.
 
 Only complete runs are collected. Failed runs (run.json says why), incomplete runs (started, never
-finished: killed or still running) and missing runs (in the sweep's ``sweep.json`` but without a
-directory) are listed on stderr and left out; ``--strict`` makes any of them an error (exit 1).
+finished: killed or still running), missing runs (in the sweep's ``sweep.json`` but without a
+directory) and damaged runs (an output deleted, truncated or swapped in since the run wrote it:
+its SHA-256 differs from the one run.json records; a run.json or summary.json that is not one)
+are listed on stderr and left out; ``--strict`` makes any of them an error (exit 1).
 The experiment is the sweep directory's name unless given; collecting another sweep into the
 same ``out_dir`` adds its experiment beside the others, collecting the same one again replaces it.
 """
@@ -31,7 +33,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from clustersim.sweep import expected, hash_of, run_hash, safe
+from clustersim.sweep import expected, file_sha256, hash_of, run_hash, safe
 
 CHOICES = ("trace", "cluster", "policy", "overhead", "profile")
 DATASETS = ("runs", "jobs", "timelines", "tenants")
@@ -47,12 +49,16 @@ class Scan:
     failed: list[tuple[Path, str]] = field(default_factory=list)
     incomplete: list[Path] = field(default_factory=list)
     missing: list[list[str]] = field(default_factory=list)
+    damaged: list[tuple[Path, str]] = field(default_factory=list)   # ended, but an output is gone or altered
+    notes: list[str] = field(default_factory=list)                  # about the sweep itself (its manifest)
 
     def report(self) -> str:
-        n = len(self.complete) + len(self.failed) + len(self.incomplete) + len(self.missing)
+        n = len(self.complete) + len(self.failed) + len(self.incomplete) + len(self.missing) + len(self.damaged)
         lines = [f"{self.root}: {n} runs: {len(self.complete)} complete, {len(self.failed)} failed, "
-                 f"{len(self.incomplete)} incomplete, {len(self.missing)} missing"]
+                 f"{len(self.incomplete)} incomplete, {len(self.missing)} missing, {len(self.damaged)} damaged"]
+        lines += [f"  note:       {note}" for note in self.notes]
         lines += [f"  failed:     {p.relative_to(self.root)}: {err}" for p, err in self.failed]
+        lines += [f"  damaged:    {p.relative_to(self.root)}: {why}" for p, why in self.damaged]
         lines += [f"  incomplete: {p.relative_to(self.root)} (started, never finished: killed, or still running)"
                   for p in self.incomplete]
         lines += [f"  missing:    {' '.join(o) or '(no overrides)'} (no run directory)" for o in self.missing]
@@ -73,7 +79,12 @@ def scan(root: str | Path) -> Scan:
     s = Scan(root)
     seen = set()
     for d in _candidates(root):
-        meta = _meta(d)
+        try:
+            meta = _meta(d)
+        except ValueError as e:   # run.json is written last and whole: one that is not a record is damaged
+            s.damaged.append((d, str(e)))
+            seen.add(hash_of(d))
+            continue
         seen.add(_hash(d, meta))
         status = (meta or {}).get("status")
         if meta is None:
@@ -81,19 +92,55 @@ def scan(root: str | Path) -> Scan:
         elif status == "failed":
             s.failed.append((d, meta.get("error", "failed")))
         elif (d / "summary.json").is_file() and (status == "complete" or status is None):
-            s.complete.append(d)   # status None: run.json of a clustersim before run statuses
+            why = damage(d, meta)   # status None: run.json of a clustersim before run statuses
+            s.damaged.append((d, why)) if why else s.complete.append(d)
+        elif status == "complete":
+            s.damaged.append((d, "summary.json is missing"))
         else:
             s.incomplete.append(d)
-    want = expected(root) or {}
+    try:
+        want = expected(root) or {}
+    except ValueError as e:
+        s.notes.append(f"{e}; runs the sweep asked for but never made cannot be listed")
+        want = {}
     s.missing = [o for h, o in want.items() if h not in seen]
     return s
 
 
 def _meta(run: Path) -> dict | None:
+    """A run's run.json; None when there is none (not ended); ``ValueError`` when it is not a
+    run's record (not JSON, not a mapping)."""
     try:
-        return json.loads((run / "run.json").read_text())
-    except (FileNotFoundError, json.JSONDecodeError):
+        meta = json.loads((run / "run.json").read_bytes())
+    except FileNotFoundError:
         return None
+    except (ValueError, OSError) as e:
+        raise ValueError(f"run.json is unreadable ({type(e).__name__}: {e})") from None
+    if not isinstance(meta, dict):
+        raise ValueError(f"run.json holds a {type(meta).__name__}, not a run's record")
+    for key, types in (("config", (dict, type(None))), ("overrides", (list, type(None))),
+                       ("status", (str, type(None))), ("outputs", (dict, type(None))), ("cluster", (dict, type(None)))):
+        if not isinstance(meta.get(key), types):
+            raise ValueError(f"run.json does not describe a run ({key} is a {type(meta[key]).__name__})")
+    return meta
+
+
+def damage(run: Path, meta: dict) -> str | None:
+    """Why an ended run's outputs cannot be trusted (an output deleted, truncated or swapped in
+    since the run wrote it: its SHA-256 differs from run.json's; a summary that is not JSON),
+    or None. Runs recorded before output hashes are checked for a readable summary only."""
+    outputs = meta.get("outputs")
+    if isinstance(outputs, dict):
+        for name, digest in outputs.items():
+            if not (run / name).is_file():
+                return f"{name} is missing (the run wrote it)"
+            if file_sha256(run / name) != digest:
+                return f"{name} differs from the file the run wrote (SHA-256 in run.json)"
+    try:
+        summary = json.loads((run / "summary.json").read_bytes())
+    except (ValueError, OSError) as e:
+        return f"summary.json is unreadable ({type(e).__name__}: {e})"
+    return None if isinstance(summary, dict) else f"summary.json holds a {type(summary).__name__}, not a summary"
 
 
 def _hash(run: Path, meta: dict | None) -> str | None:
@@ -160,15 +207,27 @@ def collect(root: str | Path, out: str | Path | None = None, experiment: str | N
         raise FileNotFoundError(f"{root}: no complete run\n{s.report()}")
     experiment = safe(experiment or root.resolve().name)
     rows, parts = [], {name: [] for name in DATASETS[1:]}
-    for run in s.complete:
-        ident = describe(run, root, experiment)
-        summary = json.loads((run / "summary.json").read_text())
-        summary.pop("unfinished_jobs", None)   # a list; jobs.parquet has every job's status
+    for run in list(s.complete):
+        try:
+            ident = describe(run, root, experiment)
+            summary = json.loads((run / "summary.json").read_text())
+            summary.pop("unfinished_jobs", None)   # a list; jobs.parquet has every job's status
+            tagged = {name: _tag(pq.read_table(run / file), ident)
+                      for name, file in (("jobs", "jobs.parquet"), ("timelines", "timeline.parquet"),
+                                         ("tenants", "tenants.parquet")) if (run / file).is_file()}
+        except (pa.ArrowException, OSError) as e:   # a run recorded before output hashes, damaged since
+            s.complete.remove(run)
+            s.damaged.append((run, f"an output is unreadable ({e})"))
+            continue
+        except (TypeError, AttributeError, ValueError) as e:   # run.json edited into another shape
+            s.complete.remove(run)
+            s.damaged.append((run, f"run.json does not describe a run ({type(e).__name__}: {e})"))
+            continue
         rows.append({**ident, **{k: v for k, v in summary.items() if k not in ident}})
-        for name, file in (("jobs", "jobs.parquet"), ("timelines", "timeline.parquet"),
-                           ("tenants", "tenants.parquet")):
-            if (run / file).is_file():
-                parts[name].append(_tag(pq.read_table(run / file), ident))
+        for name, table in tagged.items():
+            parts[name].append(table)
+    if not rows:
+        raise FileNotFoundError(f"{root}: no complete run\n{s.report()}")
     tables = {"runs": pa.Table.from_pylist(rows)}
     tables.update({k: pa.concat_tables(v, promote_options="default") for k, v in parts.items() if v})
     out = Path(out) if out else root / "collected"
@@ -215,12 +274,14 @@ def main(argv: list[str] | None = None) -> None:
         runs, jobs, s = collect(args.sweep, args.out, args.experiment)
     except FileNotFoundError as e:
         sys.exit(f"clustersim-collect: {e}")
-    left_out = len(s.failed) + len(s.incomplete) + len(s.missing)
-    if left_out:
+    left_out = len(s.failed) + len(s.incomplete) + len(s.missing) + len(s.damaged)
+    if left_out or s.notes:
         print(s.report(), file=sys.stderr)
+    if left_out:
         print(f"clustersim-collect: WARNING: {left_out} run(s) left out of the dataset "
-              f"({len(s.failed)} failed, {len(s.incomplete)} incomplete, {len(s.missing)} missing); "
-              f"re-run the sweep with the same hydra.sweep.dir to redo them", file=sys.stderr)
+              f"({len(s.failed)} failed, {len(s.incomplete)} incomplete, {len(s.missing)} missing, "
+              f"{len(s.damaged)} damaged); re-run the sweep with the same hydra.sweep.dir to redo them",
+              file=sys.stderr)
     print(f"{runs.num_rows} complete runs, {jobs.num_rows} job rows -> {args.out or args.sweep / 'collected'}")
     if left_out and args.strict:
         sys.exit(1)

@@ -23,13 +23,16 @@ from clustersim.simulator import faults as faults_mod
 from clustersim.simulator import overhead as overhead_mod
 from clustersim.simulator.arrow import compute as pc
 from clustersim.simulator.engine import Engine, Limits, Observe
-from clustersim.simulator.errors import ConfigError, UnfinishedJobsError
+from clustersim.simulator.errors import ConfigError, OutputError, UnfinishedJobsError
 from clustersim.simulator.metrics import Recorder, atomic_write, format_summary
 from clustersim.simulator.params import Count, Range, check_params
 from clustersim.simulator.workload import Assignment, build_jobs
+from clustersim.sweep import output_digests
+from clustersim.traces.cache import pid_alive
 from clustersim.traces.load import REJECTS_FILE, LoadReport
 from clustersim.traces.load import check_config as check_trace
 from clustersim.traces.load import load as load_trace_table
+from clustersim.traces.schema import validate
 from clustersim.traces.transform import oversize
 
 GROUPS = ("trace", "cluster", "policy", "overhead", "profile", "faults")
@@ -41,7 +44,7 @@ class RunConfig:
     """The top-level keys of config.yaml besides its groups."""
 
     seed: Count = 0
-    until: Annotated[float, Range(ge=0)] | None = None   # stop at this simulated time (s)
+    until: Annotated[float, Range(gt=0)] | None = None   # stop at this simulated time (s); 0 would end before the first event
     progress: bool | None = None                          # tqdm bar: null = on a terminal only
     limits: dict | None = None                            # simulator.engine.Limits
     observe: dict | None = None                           # simulator.engine.Observe
@@ -107,8 +110,13 @@ def trace_gpu_demand(table: pa.Table) -> tuple[float, float]:
 
 def build_engine(cfg: DictConfig | dict, table: pa.Table | None = None,
                  trace_report: LoadReport | None = None) -> Engine:
-    """The engine ``cfg`` describes (checked first), ready to run."""
-    return _build(check(cfg), table, trace_report)
+    """The engine ``cfg`` describes (checked first), ready to run. A ``table`` given here is
+    checked as a trace's rows are (``traces.schema.validate``: a duration of 0 is a TraceError
+    naming the row, not a division by zero in the speed model)."""
+    c = check(cfg)
+    if table is not None:
+        table = validate(table, "build_engine(table=...)")
+    return _build(c, table, trace_report)
 
 
 def _build(c: dict, table: pa.Table | None, trace_report: LoadReport | None) -> Engine:
@@ -150,14 +158,18 @@ def run(cfg: DictConfig | dict, run_dir: str | Path, overrides: list[str] | None
     t0 = time.perf_counter()
     c = check(cfg)
     table, trace_report = load_trace(c["trace"], c.get("seed", 0))
+    ins = inputs(c)   # as read now: a trace edited while the run goes on does not count as its input
     if trace_report.rejected:  # before anything else can fail: the rejects explain a failed run too
-        Path(run_dir).mkdir(parents=True, exist_ok=True)
+        try:
+            Path(run_dir).mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise OutputError(f"{run_dir}: cannot write the run directory ({e.strerror or e})") from None
         atomic_write(Path(run_dir) / REJECTS_FILE, trace_report.write_rejects)
     engine = _build(c, table, trace_report)
     del table   # the engine holds what it needs: a long replay keeps no second copy of the trace
     recorder = engine.run()
     wall = time.perf_counter() - t0
-    meta = {**provenance(), "status": "complete", "config": c, "overrides": list(overrides or []),
+    meta = {**provenance(), "status": "complete", "config": c, "inputs": ins, "overrides": list(overrides or []),
             "wall_time_s": wall, "jobs": len(engine.jobs), "nodes": engine.cluster.num_nodes,
             "cluster": describe_cluster(engine.cluster), "events": engine.events, "decisions": engine.decisions,
             "limits": asdict(engine.limits), "observe": asdict(engine.observe), "trace": trace_report.as_dict()}
@@ -172,6 +184,7 @@ def run(cfg: DictConfig | dict, run_dir: str | Path, overrides: list[str] | None
         if trace_report.rejected:
             atomic_write(tmp / REJECTS_FILE, trace_report.write_rejects)
         summary = recorder.write(tmp)
+        meta["outputs"] = output_digests(tmp)   # clustersim-collect checks each output against these
         write_meta(tmp, meta)
     if error:
         raise UnfinishedJobsError(error, summary)
@@ -192,17 +205,23 @@ def staged(run_dir: str | Path):
     """A fresh hidden directory beside ``run_dir`` to write into; on success it replaces
     ``run_dir`` whole (keeping Hydra's ``.hydra`` record of the run), on failure it is removed."""
     final = Path(run_dir)
-    final.parent.mkdir(parents=True, exist_ok=True)
-    _refuse_foreign(final)
-    remove_leftovers(final)
     tmp = final.parent / _STAGING.format(final.name, socket.gethostname(), os.getpid())
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir()
+    try:
+        final.parent.mkdir(parents=True, exist_ok=True)
+        _refuse_foreign(final)
+        remove_leftovers(final)
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir()
+    except OSError as e:
+        raise OutputError(f"{final}: cannot write the run directory ({e.strerror or e})") from None
     try:
         yield tmp
-        if (final / ".hydra").is_dir():
-            shutil.copytree(final / ".hydra", tmp / ".hydra", dirs_exist_ok=True)
-        _replace(tmp, final)
+        try:
+            if (final / ".hydra").is_dir():
+                shutil.copytree(final / ".hydra", tmp / ".hydra", dirs_exist_ok=True)
+            _replace(tmp, final)
+        except OSError as e:
+            raise OutputError(f"{final}: cannot move the finished run into place ({e.strerror or e})") from None
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
@@ -249,18 +268,8 @@ def remove_leftovers(run_dir: str | Path) -> None:
         prefix = pattern.format(final.name, socket.gethostname(), "")
         for d in final.parent.glob(f"{prefix}*"):
             pid = d.name[len(prefix):]
-            if pid.isdigit() and not _alive(int(pid)):
+            if pid.isdigit() and not pid_alive(int(pid)):
                 shutil.rmtree(d, ignore_errors=True)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def mark_failed(run_dir: str | Path, error: BaseException, cfg: DictConfig | dict | None = None,
@@ -277,20 +286,78 @@ def mark_failed(run_dir: str | Path, error: BaseException, cfg: DictConfig | dic
 
 
 def is_complete(run_dir: str | Path, cfg: DictConfig | dict) -> bool:
-    """``run_dir`` holds a complete run of exactly this config (``progress`` aside), so a
-    re-run of a sweep may skip it."""
+    """``run_dir`` holds a complete run of exactly this config (``progress`` aside) on the same
+    inputs (``inputs``: the trace and profile files' contents and the code), so a re-run of a
+    sweep may skip it. A run recorded without its inputs (an older clustersim) is run again."""
+    from clustersim.collect import damage
+
     meta = read_meta(run_dir)
-    if not meta or meta.get("status") != "complete" or not (Path(run_dir) / "summary.json").is_file():
+    if not isinstance(meta, dict) or meta.get("status") != "complete" or not isinstance(meta.get("config"), dict) \
+            or not (Path(run_dir) / "summary.json").is_file():
+        return False
+    if damage(Path(run_dir), meta):   # an output deleted or altered since: the run is made again
         return False
     same = lambda d: {k: v for k, v in (d or {}).items() if k != "progress"}  # noqa: E731
-    mine = json.loads(json.dumps(check(cfg), default=str))
-    return same(meta.get("config")) == same(mine)
+    c = check(cfg)
+    if same(meta.get("config")) != same(json.loads(json.dumps(c, default=str))):
+        return False
+    try:
+        return meta.get("inputs") == inputs(c)
+    except (OSError, ValueError):   # an input gone or unreadable: the run says why when it reads it
+        return False
+
+
+def inputs(c: dict) -> dict:
+    """What a run reads besides its config, by content (SHA-256): every trace file (its further
+    files and companions included), every profile file of the zoo, and clustersim's own code.
+    With the config, this is a run's identity: editing a trace and re-running a sweep into the
+    same directory runs again what that trace feeds."""
+    from clustersim.traces.load import input_files
+
+    files = dict(input_files(c["trace"]))
+    if c["profile"].get("zoo"):
+        from clustersim.simulator.profiles import PROFILE_FILES
+
+        listed = c["profile"].get("files") or [e.obj for e in PROFILE_FILES.entries()]
+        files.update({f"profile:{f}": Path(str(f)).expanduser() for f in listed})
+    return {"files": {k: _digest(Path(p)) for k, p in files.items()}, "code": code_digest()}
+
+
+def _digest(path: Path) -> str:
+    st = path.stat()   # a file read again by a sweep's runs is hashed once while it is unchanged
+    return _digest_of(str(path.resolve()), st.st_size, st.st_mtime_ns)
+
+
+@functools.lru_cache(maxsize=256)
+def _digest_of(path: str, size: int, mtime_ns: int) -> str:
+    from clustersim.traces.cache import file_digest
+
+    return file_digest(Path(path))
+
+
+@functools.cache
+def code_digest() -> str:
+    """SHA-256 over clustersim's source and bundled configs (``.py``, ``.yaml``), in path order:
+    a changed simulator, policy or reader changes every run's identity, installed or not, committed
+    or not (a git commit alone misses uncommitted edits)."""
+    import hashlib
+
+    import clustersim
+    from clustersim import configs, policies, simulator, traces
+
+    h = hashlib.sha256()
+    for pkg in (clustersim, simulator, policies, traces, configs):
+        root = Path(pkg.__file__).parent
+        for p in sorted(root.rglob("*")):
+            if p.suffix in (".py", ".yaml") and "__pycache__" not in p.parts:
+                h.update(f"{pkg.__name__}/{p.relative_to(root)}".encode() + b"\0" + p.read_bytes())
+    return h.hexdigest()
 
 
 def read_meta(run_dir: str | Path) -> dict | None:
     try:
         return json.loads((Path(run_dir) / RUN_META).read_text())
-    except (FileNotFoundError, json.JSONDecodeError):
+    except (OSError, ValueError):   # none, or not JSON (UnicodeDecodeError is a ValueError)
         return None
 
 

@@ -9,8 +9,8 @@ re-running the same sweep into the same directory finds each run where it left i
 
 The sweep callback (configs/config.yaml ``hydra.callbacks``) writes ``sweep.json`` (every run the
 sweep will make, by its overrides and hash) into the sweep directory before the first run, shows
-a progress bar over the sweep's runs, and at the end reports complete, skipped, failed and
-incomplete runs; the command exits 1 when a run failed.
+a progress bar over the sweep's runs, and at the end reports complete, skipped, failed,
+incomplete and damaged runs; the command exits 1 when a run failed.
 """
 
 from __future__ import annotations
@@ -57,6 +57,19 @@ def hash_of(run_dir: Path) -> str | None:
     return tail if re.fullmatch(r"[0-9a-f]{8}", tail) else None
 
 
+def file_sha256(path: Path) -> str:
+    with open(path, "rb") as f:
+        return hashlib.file_digest(f, "sha256").hexdigest()
+
+
+def output_digests(run_dir: Path) -> dict[str, str]:
+    """SHA-256 of each output file of a run directory (run.json and hidden files aside), by name:
+    run.json records them and clustersim-collect checks them, so a deleted, truncated or
+    swapped-in output is reported, never collected."""
+    return {p.name: file_sha256(p) for p in sorted(Path(run_dir).iterdir())
+            if p.is_file() and p.name != "run.json" and not p.name.startswith(".")}
+
+
 def register_resolvers() -> None:
     """``${run_name:policy,trace,seed,overrides}`` for configs/config.yaml's hydra dirs."""
     if not OmegaConf.has_resolver("run_name"):
@@ -89,11 +102,15 @@ def write_manifest(sweep_dir: Path, jobs: list[list[str]]) -> None:
 
 
 def expected(sweep_dir: Path) -> dict[str, list[str]] | None:
-    """hash -> overrides of every run the sweep in ``sweep_dir`` was asked for (None: no manifest)."""
+    """hash -> overrides of every run the sweep in ``sweep_dir`` was asked for (None: no manifest).
+    A manifest that is not one (not JSON, another shape) is a ``ValueError`` naming the file."""
     f = Path(sweep_dir) / SWEEP_FILE
     if not f.is_file():
         return None
-    return {r["hash"]: r["overrides"] for r in json.loads(f.read_text())["runs"]}
+    try:
+        return {str(r["hash"]): [str(o) for o in r["overrides"]] for r in json.loads(f.read_text())["runs"]}
+    except (ValueError, TypeError, KeyError, UnicodeDecodeError) as e:
+        raise ValueError(f"{f}: not a sweep manifest ({type(e).__name__}: {e})") from None
 
 
 def _ended(sweep_dir: Path, hashes: set[str]) -> int:
@@ -109,6 +126,39 @@ try:
     from hydra.experimental.callback import Callback
 except ImportError:  # pragma: no cover
     Callback = object
+
+
+def check_writable(directory: Path, key: str, prog: str) -> None:
+    """Refuse, with one line and exit 1, an output directory that cannot be made or written (Hydra
+    would make it and fail with a traceback): a scratch folder is made in it, or in its parent
+    when it does not exist yet, and removed."""
+    import os
+    import tempfile
+
+    directory = Path(directory)
+    try:
+        if directory.exists() and not directory.is_dir():
+            raise NotADirectoryError(20, "exists and is not a folder")
+        where = directory if directory.is_dir() else directory.parent
+        where.mkdir(parents=True, exist_ok=True)
+        os.rmdir(tempfile.mkdtemp(prefix=".clustersim-probe-", dir=where))
+    except OSError as e:
+        print(f"{prog}: error: {key} {directory}: cannot write there ({e.strerror or e})", file=sys.stderr, flush=True)
+        raise SystemExit(1) from None
+
+
+class OutputDirCallback(Callback):
+    """Checks the run's (or sweep's) output directory before Hydra makes it (configs/config.yaml and
+    configs/calibrate/config.yaml ``hydra.callbacks``)."""
+
+    def __init__(self, prog: str = "clustersim", key: str = "hydra.run.dir"):
+        self.prog, self.key = prog, key   # key: what the user sets to choose the directory
+
+    def on_run_start(self, config, **kwargs) -> None:
+        check_writable(Path(str(config.hydra.run.dir)), self.key, self.prog)
+
+    def on_multirun_start(self, config, **kwargs) -> None:
+        check_writable(Path(str(config.hydra.sweep.dir)), "hydra.sweep.dir", self.prog)
 
 
 class SweepCallback(Callback):
@@ -160,5 +210,5 @@ class SweepCallback(Callback):
         s = scan(self.sweep_dir)
         print(s.report(), file=sys.stderr, flush=True)
         print(f"clustersim: gather the runs with: clustersim-collect {self.sweep_dir}", file=sys.stderr, flush=True)
-        if s.failed or s.incomplete or s.missing:
+        if s.failed or s.incomplete or s.missing or s.damaged:
             raise SystemExit(1)

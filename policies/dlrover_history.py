@@ -18,10 +18,13 @@ user ... jobs that are using the same table"); ties go to the most recent row.
 
 from __future__ import annotations
 
+import math
 import os
 import sqlite3
 from dataclasses import astuple, dataclass, fields
 from pathlib import Path
+
+from clustersim.simulator.errors import ConfigError
 
 # weights of the matching features (notes/dlrover.md A11; a choice, docs/policies/dlrover.md)
 SIMILARITY = (("model", 0.5), ("dataset", 0.3), ("user", 0.2))
@@ -95,19 +98,37 @@ class History:
     """The Config DB: an SQLite file (or ``":memory:"``), snapshotted at open."""
 
     def __init__(self, path: str | os.PathLike | None, run: str = "default"):
+        """Open (or create) the history and read its snapshot. A path that cannot hold one (a
+        folder, a file that is not an SQLite history of this schema, a read-only or unreachable
+        place) is a ``ConfigError`` naming ``policy.history`` and the path, before any job runs:
+        the file is written as jobs finish, so it must be writable from the start."""
         self.path = MEMORY if path in (None, MEMORY) else Path(path).expanduser()
         self.run = run
-        if self.path != MEMORY:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._db = None
         try:
+            if self.path != MEMORY:
+                if self.path.is_dir():
+                    raise IsADirectoryError(21, "is a folder")
+                try:
+                    self.path.parent.mkdir(parents=True, exist_ok=True)
+                except FileExistsError:
+                    raise NotADirectoryError(20, "a folder on its path is a file") from None
             self._db = sqlite3.connect(str(self.path), timeout=30.0, isolation_level=None)
             if self.path != MEMORY:
                 self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute(_SCHEMA)
             cur = self._db.execute(f"SELECT {', '.join(_COLUMNS)} FROM jobs ORDER BY id")
             self.records: list[Record] = [_record(r) for r in cur]
-        except sqlite3.Error as e:
-            raise ValueError(f"dlrover history {self.path}: cannot open the job history: {e}") from None
+            self._db.execute("BEGIN IMMEDIATE")   # a write, undone: a read-only file fails here, not mid-run
+            try:
+                self._db.execute("CREATE TABLE _write_probe (x INTEGER)")
+            finally:
+                self._db.execute("ROLLBACK")
+        except (sqlite3.Error, OSError, ValueError, TypeError) as e:
+            if self._db is not None:
+                self._db.close()
+            reason = e.strerror if isinstance(e, OSError) and e.strerror else e
+            raise ConfigError(f"policy.history: {self.path}: cannot use it as the job history ({reason})") from None
 
     def add(self, rec: Record) -> None:
         """Write one finished job (its own transaction) and add it to this run's snapshot."""
@@ -117,7 +138,7 @@ class History:
                 self._db.execute(f"INSERT OR REPLACE INTO jobs ({', '.join(_COLUMNS)}) "
                                  f"VALUES ({', '.join('?' * len(_COLUMNS))})", rec.row())
         except sqlite3.Error as e:
-            raise ValueError(f"dlrover history {self.path}: cannot write job {rec.job_id!r}: {e}") from None
+            raise ConfigError(f"policy.history: {self.path}: cannot write job {rec.job_id!r}: {e}") from None
         self.records = [r for r in self.records if (r.run, r.job_id) != (rec.run, rec.job_id)] + [rec]
 
     def close(self) -> None:
@@ -151,6 +172,11 @@ def smooth(configs: list[Config], mu: float) -> Config:
 
 
 def _record(row) -> Record:
+    """A row as a record; a row of other types (a file written by something else) is a ValueError."""
     run, job_id, model, dataset, user, finished_at, w, p, wc, pc, wm, pm, thr, wcu, pcu, wmu, pmu = row
-    return Record(run, job_id, model, dataset, user, finished_at, Config(int(w), int(p), wc, pc, wm, pm),
+    nums = [float(x) for x in (finished_at, wc, pc, wm, pm, thr, wcu, pcu, wmu, pmu)]
+    if not all(math.isfinite(x) for x in nums) or int(w) < 1 or int(p) < 1:
+        raise ValueError(f"row of job {job_id!r} holds a value out of range")
+    finished_at, wc, pc, wm, pm, thr, wcu, pcu, wmu, pmu = nums
+    return Record(str(run), str(job_id), model, dataset, user, finished_at, Config(int(w), int(p), wc, pc, wm, pm),
                   thr, wcu, pcu, wmu, pmu)

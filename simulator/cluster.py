@@ -75,6 +75,11 @@ def check_config(cfg) -> None:
             raise ConfigError("cluster.auto.gpus_per_node: required")
     elif not cfg.get("groups"):
         raise ConfigError("cluster: give node groups (cluster.groups) or cluster.auto")
+    nodes = sum(int(g.get("count", 0)) for g in cfg.get("groups") or [])
+    if nodes > MAX_NODES:
+        raise ConfigError(f"cluster.groups: {nodes:,} nodes, more than the limit of {MAX_NODES:,}")
+    if nodes == 0 and not cfg.get("auto"):
+        raise ConfigError("cluster.groups: no nodes (every group's count is 0); a cluster needs at least one")
 
 
 class Cluster:
@@ -259,15 +264,15 @@ def from_config(cfg, trace_gpus: tuple[float, float] | None = None) -> Cluster:
     auto = cfg.get("auto")
     if auto:
         if trace_gpus is None:
-            raise ValueError("cluster.auto needs the trace's GPU demand")
+            raise ConfigError("cluster.auto needs the trace's GPU demand")
         mean_busy, largest = trace_gpus
         per = float(auto["gpus_per_node"])
         if not (math.isfinite(per) and per > 0):
-            raise ValueError(f"cluster.auto.gpus_per_node must be a finite number > 0, got {auto['gpus_per_node']!r}")
+            raise ConfigError(f"cluster.auto.gpus_per_node must be a finite number > 0, got {auto['gpus_per_node']!r}")
         gpus = max(float(auto.get("load_factor", 1.2)) * mean_busy, largest)
         nodes = gpus / per - EPS
         if not nodes <= MAX_NODES:  # checked before ceil: also refuses NaN and inf
-            raise ValueError(f"cluster.auto: the trace needs {gpus:g} GPUs (largest job {largest:g}, mean busy "
+            raise ConfigError(f"cluster.auto: the trace needs {gpus:g} GPUs (largest job {largest:g}, mean busy "
                              f"{mean_busy:g} x load_factor), {nodes:,.0f} nodes of {per:g} GPUs: more than the "
                              f"limit of {MAX_NODES:,} nodes")
         count = max(1, math.ceil(nodes))

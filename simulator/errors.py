@@ -18,6 +18,11 @@ class ConfigError(ValueError):
     """A bad configuration value: the message names the key, the value and what is allowed."""
 
 
+class OutputError(OSError):
+    """An output could not be written (a read-only folder, a full disk, a file-size limit): the
+    message names the file and the reason."""
+
+
 class PolicyError(RuntimeError):
     """A policy returned a decision the engine cannot carry out, or ran away."""
 

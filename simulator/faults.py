@@ -29,6 +29,11 @@ DAY = 86_400.0
 STARTS = (Change.START, Change.RESUME)
 
 
+# choice: checkpoints at most every millisecond (no trainer saves more often); a shorter interval
+# makes the count of checkpoints taken in a run overflow (1e-300 s did)
+Interval = Annotated[float, Range(ge=1e-3)]
+
+
 @dataclass(frozen=True)
 class Checkpoints:
     """Checkpoints while a job runs, every ``interval_s`` s of wall time from its (re)start, to
@@ -40,8 +45,8 @@ class Checkpoints:
     over ``storage_gb_per_s``, or over ``flash_gb_per_s`` in memory (< 1 s for 20 GB, §5.2),
     charged as the fraction of time spent saving."""
 
-    interval_s: Positive | None = 600.0
-    flash_interval_s: Positive | None = None
+    interval_s: Interval | None = 600.0
+    flash_interval_s: Interval | None = None
     storage_gb_per_s: Positive = 0.5     # a choice: remote storage write rate (docs/models/faults.md)
     flash_gb_per_s: Positive = 20.0      # DLRover-RM §5.2: under 1 s for a 20 GB model
 

@@ -285,6 +285,8 @@ def make(cfg: dict | None, costs_of: CostsOf | None = None) -> OverheadModel:
     params = dict(cfg or {})
     params.pop("name", None)
     kind = params.pop("kind", "constant")
+    if not isinstance(kind, str):
+        raise ConfigError(f"overhead.kind: must be the name of an overhead model, got {kind!r}")
     try:
         cls = OVERHEADS.get(kind).obj
     except KeyError as e:

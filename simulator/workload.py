@@ -18,6 +18,7 @@ loss curve and its profile's dataset size give its work. docs/models/workload.md
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Annotated, Literal
 
 import numpy as np
@@ -51,6 +52,14 @@ class ProfileConfig:
 
 
 @dataclass(frozen=True)
+class PoolConfig:
+    """``profile.pool``: the profiles a job without a (known) model name is drawn from, per family."""
+
+    gpu: list[str] | None = None
+    ps: list[str] | None = None
+
+
+@dataclass(frozen=True)
 class ConvergenceConfig:
     """``profile.convergence``: ground-truth loss curves (simulator.convergence.assign_curves)."""
 
@@ -78,7 +87,7 @@ class Assignment:
 
     def __post_init__(self):
         if self.unknown not in ("warn", "error"):
-            raise ValueError(f"profile.unknown must be 'warn' or 'error', got {self.unknown!r}")
+            raise ConfigError(f"profile.unknown must be 'warn' or 'error', got {self.unknown!r}")
         from clustersim.simulator.profiles import normalise
         for model, name in list(self.models.items()):
             if name not in self.zoo.profiles:
@@ -87,8 +96,10 @@ class Assignment:
         self.models = {normalise(k): v for k, v in self.models.items()}
         for family, names in self.pool.items():
             for n in names:
+                if n not in self.zoo.profiles:
+                    raise ConfigError(f"profile.pool.{family}: no profile {n!r} in the zoo")
                 if self.zoo.profile(n).family != family:
-                    raise ValueError(f"profile.pool.{family}: {n!r} is a {self.zoo.profile(n).family} profile")
+                    raise ConfigError(f"profile.pool.{family}: {n!r} is a {self.zoo.profile(n).family} profile")
 
     @property
     def curves_for_all(self) -> bool:
@@ -101,6 +112,10 @@ class Assignment:
         cfg = dict(cfg or {})
         check_params(ProfileConfig, cfg, "profile.{}")
         check_params(ConvergenceConfig, cfg.get("convergence") or {}, "profile.convergence.{}")
+        check_params(PoolConfig, cfg.get("pool") or {}, "profile.pool.{}")
+        for i, f in enumerate(cfg.get("files") or []):
+            if not Path(str(f)).expanduser().is_file():
+                raise ConfigError(f"profile.files[{i}]: {f}: no such file")
         if not cfg.get("zoo", False):
             return None
         from clustersim.simulator import profiles

@@ -165,13 +165,13 @@ def test_failed_runs_do_not_stop_a_sweep_and_collect_lists_them(tmp_path):
     sweep = tmp_path / "s"
     p = clustersim("-m", "until=-5,1000,-6", f"hydra.sweep.dir={sweep}", cwd=tmp_path)
     assert p.returncode == 1
-    assert p.stderr.count("clustersim: error: until: must be >= 0") == 2
+    assert p.stderr.count("clustersim: error: until: must be > 0") == 2
     assert "3 runs: 1 complete, 2 failed, 0 incomplete, 0 missing" in p.stderr
     c = subprocess.run([sys.executable, "-m", "clustersim.collect", str(sweep)], capture_output=True, text=True)
     assert c.returncode == 0
     assert "1 complete runs, 60 job rows" in c.stdout
-    assert "WARNING: 2 run(s) left out of the dataset (2 failed, 0 incomplete, 0 missing)" in c.stderr
-    assert c.stderr.count("until: must be >= 0, got -") == 2
+    assert "WARNING: 2 run(s) left out of the dataset (2 failed, 0 incomplete, 0 missing, 0 damaged)" in c.stderr
+    assert c.stderr.count("until: must be > 0, got -") == 2
     strict = subprocess.run([sys.executable, "-m", "clustersim.collect", "--strict", str(sweep)], capture_output=True)
     assert strict.returncode == 1
     # a run the sweep asked for that never got a directory is missing

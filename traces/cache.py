@@ -52,6 +52,25 @@ def key(fmt: str, module: str, files: dict[str, Path], options: dict, on_bad_row
     return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:32]
 
 
+def pid_alive(pid: int) -> bool:
+    """Whether process ``pid`` runs on this host (leftovers of dead ones may be removed)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def remove_dead_spools(directory: Path, k: str) -> None:
+    """Rejects spools of entry ``k`` left by loads that were killed (``.<k>.<pid>.rejects.csv``)."""
+    for p in directory.glob(f".{k}.*.rejects.csv"):
+        pid = p.name[len(k) + 2:-len(".rejects.csv")]
+        if pid.isdigit() and not pid_alive(int(pid)):
+            p.unlink(missing_ok=True)
+
+
 def rejects_path(directory: Path, k: str) -> Path:
     """The entry's rejects, as the CSV ``BadRows`` spools (present when the load rejected rows)."""
     return directory / f"{k}.rejects.csv"
@@ -101,11 +120,13 @@ def store(directory: Path, k: str, table: pa.Table, bad: BadRows) -> None:
         tmp.unlink(missing_ok=True)
 
 
-def check_dir(directory: Path) -> None:
-    """Before any reading: the cache folder exists (made if need be) and is a folder."""
+def check_dir(directory: Path) -> bool:
+    """Before any reading: the cache folder is a folder, made if need be; whether new entries can
+    be written there (a read-only cache still serves the entries it has)."""
     if directory.exists() and not directory.is_dir():
         raise TraceError(f"cache.dir {directory}: exists and is not a folder")
     try:
         directory.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise TraceError(f"cache.dir {directory}: cannot create the folder ({e.strerror})") from None
+    except OSError:
+        return False   # not there and cannot be made: nothing to serve, nothing to store
+    return os.access(directory, os.W_OK | os.X_OK)

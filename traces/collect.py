@@ -27,7 +27,9 @@ def check_never_ran(rule: str) -> None:
         raise TraceError(f"never_ran must be one of {NEVER_RAN}, got {rule!r}")
 
 
-KEPT = 100  # rejects a BadRows keeps in memory (the first ones); its spool file gets them all
+KEPT = 100  # rejects a BadRows keeps in memory (the first ones)
+SPOOLED = 10_000  # rejects its spool file lists (the first ones; choice: with MAX_TEXT, at most ~20 MB of
+                  # rejects whatever the input; 5 MB of bad rows once wrote 285 MB); all are counted
 MAX_TEXT = 1000  # characters of a reject's raw row and reason (a garbage "row" can be a megabyte)
 REJECT_COLUMNS = ("source", "line", "field", "reason", "raw")
 
@@ -49,9 +51,9 @@ class Reject:
 class BadRows:
     """The ``on_bad_row`` rule of one load and what it rejected or dropped.
 
-    Memory stays bounded whatever the input: ``rejected`` counts every reject, ``rejects``
-    keeps the first ``KEPT``, and all of them are streamed, as they come, to the CSV file
-    ``spool`` (columns ``REJECT_COLUMNS``) where one is given.
+    Memory and disk stay bounded whatever the input: ``rejected`` counts every reject, ``rejects``
+    keeps the first ``KEPT``, and the first ``SPOOLED`` are streamed, as they come, to the CSV file
+    ``spool`` (columns ``REJECT_COLUMNS``) where one is given (``listed`` of them).
     """
 
     def __init__(self, mode: str = "error", spool: Path | None = None):
@@ -73,8 +75,13 @@ class BadRows:
         self.rejected += 1
         if len(self.rejects) < KEPT:
             self.rejects.append(r)
-        if self.spool is not None:
+        if self.spool is not None and self.rejected <= SPOOLED:
             self._writer().writerow([r.source, r.line, r.field, r.reason, r.raw])
+
+    @property
+    def listed(self) -> int:
+        """Rejects the spool file lists: the first ``SPOOLED``."""
+        return min(self.rejected, SPOOLED)
 
     def drop(self, reason: str, count: int = 1) -> None:
         """Count rows left out by a documented rule of the format (not errors)."""

@@ -12,6 +12,7 @@ from __future__ import annotations
 import importlib
 import os
 import shutil
+import sys
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -47,12 +48,14 @@ class LoadReport:
     oversize: dict | None = None
     jobs: int = 0
     rejected: int = 0
+    listed: int = 0   # rejects the rejects file lists (the first collect.SPOOLED of each source)
     rejects: list[Reject] = field(default_factory=list)
     reject_files: list[Path] = field(default_factory=list)
 
     def as_dict(self) -> dict:
         return {"name": self.name, "format": self.format, "on_bad_row": self.on_bad_row, "sources": self.sources,
                 "rejected": self.rejected, "rejects_file": REJECTS_FILE if self.rejected else None,
+                "rejects_listed": self.listed,
                 "dropped": self.dropped, "transforms": self.transforms, "oversize": self.oversize, "jobs": self.jobs}
 
     def write_rejects(self, path: str | Path) -> None:
@@ -94,14 +97,18 @@ def check_config(cfg: Mapping) -> None:
     options = dict(cfg.get("options") or {})
     if fmt == "synthetic":
         gen = options.pop("generator", None)
-        if gen not in synthetic.GENERATORS:
+        if not isinstance(gen, str) or gen not in synthetic.GENERATORS:
             raise TraceError(f"trace.options.generator: unknown generator {gen!r}; known: "
                              f"{', '.join(synthetic.GENERATORS)}")
         check_params(synthetic.GENERATORS[gen], options, "trace.options.{}", skip=("rng",))
         return
+    paths = cfg.get("path")
+    for p in (paths if isinstance(paths, list) else [paths]):
+        if p == "":
+            raise TraceError("trace.path: an empty path; give the trace file")
     f = traces.get(fmt)
     for k in f.files:
-        if options.get(k) is not None and not isinstance(options[k], str):
+        if options.get(k) is not None and (not isinstance(options[k], str) or not options[k]):
             raise TraceError(f"trace.options.{k}: must be a file path, got {options[k]!r}")
     check_params(f.read, {k: v for k, v in options.items() if k not in f.files}, "trace.options.{}",
                  skip=("path", "bad", *f.files))
@@ -136,25 +143,50 @@ def load(cfg: Mapping, seed: int = 0) -> tuple[pa.Table, LoadReport]:
 
 def _accounting(report: LoadReport) -> str:
     """Where the jobs went: rejects (and the file listing them), drops, transforms."""
-    parts = [f"{report.rejected} row(s) rejected, listed in "
+    listed = "listed" if report.listed == report.rejected else f"the first {report.listed:,} listed"
+    parts = [f"{report.rejected:,} row(s) rejected, {listed} in "
              f"{', '.join(str(p) for p in report.reject_files)}"] if report.rejected else ["no row rejected"]
     parts += [f"{n} dropped: {reason}" for reason, n in report.dropped.items()]
     parts += [f"{t['op']}: {t['jobs_before']} -> {t['jobs_after']} jobs" for t in report.transforms]
     return "; ".join(parts)
 
 
-def _read(fmt: str, path, options: dict, report: LoadReport, cache_cfg: Mapping) -> pa.Table:
+def source_files(fmt: str, path, options: dict) -> tuple[traces.Format, Path, dict, dict[str, Path]]:
+    """The format, the resolved path, the resolved options, and every file the reader reads for
+    ``path`` (the path, its further files, companions such as PAI ``.header`` files) by role."""
     f, p, resolved = traces.prepare(fmt, path, options)
     files = {"path": p, **{k: v for k, v in resolved.items() if k in f.files and v is not None}}
+    companions = getattr(importlib.import_module(f.module), "companions", None)
+    return f, p, resolved, {**files, **(companions(files) if companions else {})}
+
+
+def input_files(cfg: Mapping) -> dict[str, Path]:
+    """Every file a trace config reads (none for a generator), as ``<path>:<role>`` -> path: what a
+    run's identity hashes besides its config (clustersim.experiment.inputs)."""
+    if cfg.get("format") == "synthetic":
+        return {}
+    paths = cfg.get("path")
+    out = {}
+    for path in (list(paths) if isinstance(paths, (list, tuple)) else [paths]):
+        if path is None:
+            continue
+        for role, file in source_files(cfg["format"], path, dict(cfg.get("options") or {}))[3].items():
+            out[f"{path}:{role}"] = file
+    return out
+
+
+def _read(fmt: str, path, options: dict, report: LoadReport, cache_cfg: Mapping) -> pa.Table:
+    f, p, resolved, files = source_files(fmt, path, options)
     plain = {k: v for k, v in options.items() if k not in f.files}
     use_cache = cache_cfg.get("enabled", True)
     directory = Path(cache_cfg.get("dir") or cache.default_dir()).expanduser()
     if use_cache:
-        cache.check_dir(directory)  # before the (maybe long) read
-        companions = getattr(importlib.import_module(f.module), "companions", None)
-        k = cache.key(fmt, f.module, {**files, **(companions(files) if companions else {})}, plain,
-                      report.on_bad_row)
+        writable = cache.check_dir(directory)  # before the (maybe long) read
+        k = cache.key(fmt, f.module, files, plain, report.on_bad_row)
         hit = cache.load(directory, k)
+        if hit is None and not writable:   # a read-only cache still serves its entries; a miss runs uncached
+            _warn(f"trace cache {directory} is not writable: {path} is read without storing it there")
+            use_cache = False
     else:
         k = hit = None
     if hit is not None:
@@ -169,24 +201,34 @@ def _read(fmt: str, path, options: dict, report: LoadReport, cache_cfg: Mapping)
             raise
         bad.close()
         if use_cache:
-            cache.store(directory, k, table, bad)
+            try:
+                cache.store(directory, k, table, bad)
+            except OSError as e:   # a full disk or a file-size limit costs the entry, not the run
+                _warn(f"trace cache {directory}: cannot store {path} ({e.strerror or e}); the run goes on uncached")
         elif not bad.rejected:
             bad.spool.unlink(missing_ok=True)
     report.rejected += bad.rejected
+    report.listed += bad.listed
     report.rejects.extend(bad.rejects)
     if bad.rejected:
         report.reject_files.append(bad.spool)
     for reason, n in bad.dropped.items():
         report.dropped[reason] = report.dropped.get(reason, 0) + n
     report.sources.append({"path": str(path), "jobs": table.num_rows, "rejected": bad.rejected,
-                           "cache": None if not use_cache else ("hit" if hit is not None else "stored"),
+                           "cache": ("hit" if hit is not None else "stored") if use_cache else
+                           ("not writable" if k is not None else None),
                            "cache_key": k})
     return table
+
+
+def _warn(message: str) -> None:
+    print(f"clustersim: warning: {message}", file=sys.stderr, flush=True)
 
 
 def _spool(directory: Path | None, k: str | None) -> Path:
     """Where a load streams its rejects: beside the cache entry it will become, else a temporary file."""
     if directory is not None:
+        cache.remove_dead_spools(directory, k)   # a killed load's spool goes when the entry is next built
         return directory / f".{k}.{os.getpid()}.rejects.csv"
     fd, name = tempfile.mkstemp(prefix="clustersim-trace-rejects-", suffix=".csv")
     os.close(fd)

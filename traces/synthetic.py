@@ -22,12 +22,19 @@ papers are silent.
 from __future__ import annotations
 
 import math
+from typing import Annotated
 
 import numpy as np
 
-from clustersim.traces.schema import Role, TraceError, build_table, gpu_worker_role, validate
+from clustersim.simulator.params import Range
+from clustersim.traces.schema import MAX_TASKS, Role, TraceError, build_table, gpu_worker_role, validate
 
 DAY_S = 86400.0
+# A generator's job count, bounded before anything is drawn (choice: twice the largest replay
+# benchmarked, the 1M-job synthetic Philly series of docs/performance.md; 10M jobs ran out of
+# memory after ~1 min instead of failing at once)
+MAX_JOBS = 2_000_000
+Jobs = Annotated[int, Range(ge=1, le=MAX_JOBS)]
 
 # --- arrivals
 
@@ -73,6 +80,23 @@ def arrivals(rng: np.random.Generator, n: int, process: str = "poisson", **param
     raise TraceError(f"synthetic: unknown arrival process {process!r} (poisson, diurnal, uniform)")
 
 
+def mix_shares(mix: dict | None, known: dict, who: str) -> tuple[list[str], np.ndarray]:
+    """A model mix's names and shares (weights over their sum); no mix: every known model alike.
+    Weights are finite numbers >= 0, at least one > 0."""
+    mix = mix or {m: 1.0 for m in known}
+    unknown = set(mix) - set(known)
+    if unknown:
+        raise TraceError(f"{who}: trace.options.mix: unknown model(s) {sorted(unknown)}; known: {sorted(known)}")
+    names = list(mix)
+    try:
+        p = np.array([float(mix[m]) for m in names])
+    except (TypeError, ValueError):
+        raise TraceError(f"{who}: trace.options.mix: weights must be numbers, got {mix}") from None
+    if not (np.isfinite(p).all() and (p >= 0).all() and p.sum() > 0):
+        raise TraceError(f"{who}: trace.options.mix: weights must be finite numbers >= 0, at least one > 0, got {mix}")
+    return names, p / p.sum()
+
+
 # --- Philly sizes and durations, fitted on philly_pollux/philly.csv (82,247 jobs)
 # GPU-count shares (exact frequencies) and, per size class, a log-normal of the duration
 # (maximum likelihood: mean and standard deviation of ln(duration in s)).
@@ -84,7 +108,7 @@ PHILLY_RATE_PER_HOUR = 31.47  # 82,247 jobs over 2,613.5 h
 DURATION_BOUNDS_S = (1.0, 4_628_226.0)  # shortest and longest job of the fitted data
 
 
-def philly_jobs(rng: np.random.Generator, jobs: int = 1000, arrival: dict | None = None) -> dict:
+def philly_jobs(rng: np.random.Generator, jobs: Jobs = 1000, arrival: dict | None = None) -> dict:
     sizes = np.array(list(PHILLY_GPUS))
     p = np.array(list(PHILLY_GPUS.values()))
     gpus = rng.choice(sizes, size=jobs, p=p / p.sum())
@@ -115,15 +139,10 @@ DLROVER_BATCH = 512
 DLROVER_JOB_CORES = 200  # a job may use at most 200 cores ([D] §6.1): the elastic upper bound of each role
 
 
-def dlrover_jobs(rng: np.random.Generator, jobs: int = 100, mix: dict | None = None,
+def dlrover_jobs(rng: np.random.Generator, jobs: Jobs = 100, mix: dict | None = None,
                  arrival: dict | None = None) -> dict:
-    mix = mix or {m: 1.0 for m in DLROVER_MODELS}
-    unknown = set(mix) - set(DLROVER_MODELS)
-    if unknown:
-        raise TraceError(f"synthetic dlrover: unknown model(s) {sorted(unknown)}; known: {sorted(DLROVER_MODELS)}")
-    names = list(mix)
-    p = np.array([mix[m] for m in names], dtype=float)
-    models = rng.choice(names, size=jobs, p=p / p.sum())
+    names, p = mix_shares(mix, DLROVER_MODELS, "synthetic dlrover")
+    models = rng.choice(names, size=jobs, p=p)
     roles, durations = [], []
     for m in models:
         c = DLROVER_MODELS[m]
@@ -153,26 +172,23 @@ DLRM_POD_CORES = 32                           # cores one pod may hold ([D] §6.
 DLRM_MAX_TASKS = {"worker": 60, "ps": 15}     # task bounds (DLRover's code: MAX_WORKER_NUM, MAX_PS_NUM)
 
 
-def dlrm_jobs(rng: np.random.Generator, jobs: int = 200, users: int = 20, tables_per_user: int = 2,
-              mix: dict | None = None, arrival: dict | None = None, steps: int = DLROVER_STEPS,
-              job_cores: float = DLROVER_JOB_CORES) -> dict:
+def dlrm_jobs(rng: np.random.Generator, jobs: Jobs = 200, users: Annotated[int, Range(ge=1, le=MAX_JOBS)] = 20,
+              tables_per_user: Annotated[int, Range(ge=1, le=MAX_TASKS)] = 2, mix: dict | None = None,
+              arrival: dict | None = None, steps: Annotated[int, Range(ge=1)] = DLROVER_STEPS,
+              job_cores: Annotated[float, Range(gt=0)] = DLROVER_JOB_CORES) -> dict:
     """Jobs of ``users`` users, each training a few models on their own tables (the table is the
     job's ``tenant``: the data source DLRover's warm start matches, [D] §4.3), at the user's
     configuration: ``steps`` steps of batch 512, requests within ``job_cores`` cores."""
-    mix = mix or {m: 1.0 for m in DLRM_TUNED}
-    unknown = set(mix) - set(DLRM_TUNED)
-    if unknown or users < 1 or tables_per_user < 1:
-        raise TraceError(f"synthetic dlrm: models must be among {sorted(DLRM_TUNED)} (got {sorted(unknown)}), "
-                         f"users and tables_per_user >= 1")
-    names = list(mix)
-    p = np.array([mix[m] for m in names], dtype=float)
+    names, p = mix_shares(mix, DLRM_TUNED, "synthetic dlrm")
+    if users < 1 or tables_per_user < 1:
+        raise TraceError("synthetic dlrm: trace.options.users and trace.options.tables_per_user must be >= 1")
     # each user's habits: CPU, memory and count factors, and which models they train
     habits = [dict(cpu=rng.lognormal(*DLRM_CPU_OVER), mem=rng.lognormal(*DLRM_MEM_OVER),
                    count=rng.uniform(*DLRM_COUNT_RANGE)) for _ in range(users)]
     roles, models, user_of, table_of = [], [], [], []
     for _ in range(jobs):
         u = int(rng.integers(users))
-        m = str(rng.choice(names, p=p / p.sum()))
+        m = str(rng.choice(names, p=p))
         t = int(rng.integers(tables_per_user))
         h = habits[u]
         n_ps, c_ps, m_ps, n_w, c_w, m_w = DLRM_TUNED[m]
@@ -220,7 +236,8 @@ OPTIMUS_MODELS = {
 OPTIMUS_WINDOW_S = 12000.0
 
 
-def optimus_jobs(rng: np.random.Generator, jobs: int = 60, max_tasks: int = 12, async_share: float = 0.5) -> dict:
+def optimus_jobs(rng: np.random.Generator, jobs: Jobs = 60, max_tasks: Annotated[int, Range(ge=1, le=MAX_TASKS)] = 12,
+                 async_share: Annotated[float, Range(ge=0, le=1)] = 0.5) -> dict:
     """Work is convergence-driven (no iterations in the paper): duration and iterations stay
     null for the convergence model. ``max_tasks`` bounds PS and workers (the testbed's 12 GPUs).
     Each job trains async with probability ``async_share`` (§6.1: "async or sync is chosen at

@@ -14,15 +14,21 @@ import sys
 from pathlib import Path
 
 from clustersim.simulator.calibration import INSTALL_HINT, have_torch
+from clustersim.simulator.calibration.config import check
+from clustersim.simulator.errors import ConfigError
 
 
 def run(cfg: dict, command: str = "clustersim-calibrate") -> dict:
     from clustersim.simulator.calibration import converge, dataparallel, fit, ps, rescale, write
     from clustersim.simulator.calibration.launch import device_for, hardware
 
+    check(cfg)
     _check_sweeps(cfg)
     out = Path(cfg["out"])
-    out.mkdir(parents=True, exist_ok=True)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise ConfigError(f"out: {out}: cannot create the folder ({e.strerror})") from None
     store = str(out / "points.jsonl")
     progress = cfg.get("progress")
     progress = sys.stderr.isatty() if progress is None else bool(progress)
@@ -80,7 +86,7 @@ def _check_sweeps(cfg: dict) -> None:
     need = {"ps": 5 if cfg["ps"]["mode"] == "sync" else 4, "dataparallel": 5}   # Eq. 4 / Eq. 3 / all-reduce
     for name, mod in (("ps", ps), ("dataparallel", dataparallel)):
         if cfg[name]["enabled"] and len(mod.points(cfg)) < need[name]:
-            raise ValueError(f"{name}: {len(mod.points(cfg))} points cannot fit {need[name]} coefficients; "
+            raise ConfigError(f"{name}: {len(mod.points(cfg))} points cannot fit {need[name]} coefficients; "
                              f"sweep more sizes or set {name}.enabled=false")
 
 
@@ -114,14 +120,22 @@ def report(summary: dict) -> str:
 
 
 def main() -> None:
-    if not have_torch():
-        sys.exit(f"clustersim-calibrate: {INSTALL_HINT}")
+    """Hydra composes the config; it is checked whole (a bad key or value: one line, exit 1) before
+    torch is needed or anything is measured."""
     import hydra
     from omegaconf import OmegaConf
+    from omegaconf.errors import OmegaConfBaseException
 
     @hydra.main(version_base=None, config_path="pkg://clustersim.configs.calibrate", config_name="config")
     def _main(cfg) -> None:
-        summary = run(OmegaConf.to_container(cfg, resolve=True), "clustersim-calibrate " + " ".join(sys.argv[1:]))
+        try:
+            c = check(OmegaConf.to_container(cfg, resolve=True))
+            if not have_torch():
+                sys.exit(f"clustersim-calibrate: {INSTALL_HINT}")
+            summary = run(c, "clustersim-calibrate " + " ".join(sys.argv[1:]))
+        except (ConfigError, OmegaConfBaseException) as e:   # errors a user can fix: one line
+            print(f"clustersim-calibrate: error: {str(e).splitlines()[0]}", file=sys.stderr, flush=True)
+            raise SystemExit(1) from None
         print(report(summary), flush=True)
 
     _main()

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import yaml
 
+from clustersim.simulator.errors import ConfigError
 from clustersim.simulator.job import JobSpec, task_demand
 from clustersim.simulator.overhead import DEFAULT_COSTS, ModelCosts
 from clustersim.simulator.registry import Registry
@@ -44,7 +45,7 @@ SPEED_KINDS = Registry("speed model", "clustersim.simulator.profiles", "clusters
 PROFILE_FILES = Registry("profile file", "clustersim.simulator.profiles", "clustersim.profiles", _bundled_files)
 
 
-class ProfileError(ValueError):
+class ProfileError(ConfigError):
     """A bad profile file: the message names the file, the profile and the key."""
 
 

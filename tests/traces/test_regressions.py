@@ -12,7 +12,7 @@ import pytest
 from clustersim import traces
 from clustersim.simulator.cluster import MAX_NODES, Cluster, NodeGroup, from_config, tasks_per_node
 from clustersim.traces import DATA
-from clustersim.traces.collect import KEPT, BadRows
+from clustersim.traces.collect import KEPT, SPOOLED, BadRows
 from clustersim.traces.load import REJECTS_FILE, load
 from clustersim.traces.schema import TraceError
 from clustersim.traces.transform import oversize
@@ -172,7 +172,8 @@ def test_skip_of_5_mb_of_bad_rows(tmp_path):
         assert f.readline().strip() == "source,line,field,reason,raw"
         first = f.readline()
         assert first.startswith(f"{tmp_path / 'bad.csv'},2,submission_time,")
-        assert sum(1 for _ in f) == 500_000 - 1
+        assert sum(1 for _ in f) == SPOOLED - 1   # every reject counted, the first SPOOLED listed
+    assert report.listed == SPOOLED and out.stat().st_size < 5e6   # it wrote 285 MB for 5 MB of bad rows
     _, again = load(c)
     assert again.sources[0]["cache"] == "hit" and again.rejected == 500_000 and again.rejects == report.rejects
 
