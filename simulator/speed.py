@@ -136,6 +136,70 @@ class OptimusSpeed(_Linearised):
         return (float(x[1]) if self.mode == "async" else 1.0) / rate
 
 
+class PSTestbed:
+    """A PS job's true speed on Optimus's testbed (seed 004 §6.1): Eq. 3 (async) / Eq. 4 (sync)
+    with the transfer term worked out from the model size and the 1GbE links instead of fitted,
+    so that where the tasks land costs what §3.2 and §4.2 say it costs.
+
+    One step takes compute + transfer. Compute is Eq. 4's other terms, ``θ0·b + θ1 + θ3·w + θ4·p``
+    with ``b`` the samples one worker computes a step (sync: M/w of the global batch M; async: its
+    own batch m), θ fitted to a measured grid. Transfer is Eq. 2's push and pull of each PS's S/p
+    slice, ``2·(S/p)/(B/w')``, with only the traffic that leaves a server counted (§4.2, the
+    Appendix's proof of Theorem 1): a PS on server k exchanges with the ``w − w_k`` workers
+    elsewhere, a worker on server k with the ``p − p_k`` PS elsewhere, each task at its own
+    bandwidth B (the Appendix's B_j = b_j, here the 1GbE link), and the slowest task sets the
+    step: ``2·(S/p)·max_k max(w − w_k [k holds a PS], p − p_k [k holds a worker])/B``. Transfers
+    within a server cost nothing (choice: memory copies next to a 1GbE link). ``balance``
+    scales S/p to the most loaded PS's share (1: an even split, as PAA gives, §5.3). Async
+    throughput is w/T steps/s (Eq. 3, every worker's step counted), sync 1/T (Eq. 4).
+    """
+
+    __slots__ = ("theta", "size_mb", "link_mb_s", "mode", "batch", "balance")
+
+    def __init__(self, theta: Sequence[float], size_mb: float, link_mb_s: float, mode: str = "sync",
+                 batch: float = 1.0, balance: float = 1.0):
+        if mode not in ("sync", "async"):
+            raise ValueError(f"testbed speed mode must be 'sync' or 'async', got {mode!r}")
+        if not (size_mb > 0 and link_mb_s > 0 and batch > 0 and balance >= 1):
+            raise ValueError(f"testbed speed needs size_mb, link_mb_s, batch > 0 and balance >= 1, "
+                             f"got {size_mb!r}, {link_mb_s!r}, {batch!r}, {balance!r}")
+        self.theta = _coefficients(theta, 5, "testbed theta (Eq. 4)")
+        self.size_mb, self.link_mb_s, self.mode = float(size_mb), float(link_mb_s), mode
+        self.batch, self.balance = float(batch), float(balance)
+
+    def transfer_s(self, p: int, w: int, per_node: Sequence[tuple[int, int]]) -> float:
+        """Seconds a step spends moving parameters for its slowest task; ``per_node`` lists
+        (PS, workers) on each server the job spans."""
+        worst = 0
+        for pk, wk in per_node:
+            if pk:
+                worst = max(worst, w - wk)
+            if wk:
+                worst = max(worst, p - pk)
+        return 2.0 * self.balance * self.size_mb / p * worst / self.link_mb_s
+
+    def rate(self, p: int, w: int, per_node: Sequence[tuple[int, int]] = ()) -> float:
+        """Iterations/s (sync: global steps; async: per-worker steps) with ``p`` PS and ``w``
+        workers laid out as ``per_node`` (default: each task on a server of its own)."""
+        if p <= 0 or w <= 0:
+            return 0.0
+        if not per_node:
+            per_node = spread_evenly(p, w, p + w)
+        t0, t1, _, t3, t4 = self.theta
+        b = self.batch / w if self.mode == "sync" else self.batch
+        step = t0 * b + t1 + t3 * w + t4 * p + self.transfer_s(p, w, per_node)
+        return (w if self.mode == "async" else 1.0) / step
+
+
+def spread_evenly(p: int, w: int, nodes: int) -> tuple[tuple[int, int], ...]:
+    """(PS, workers) per server with ``p`` PS and ``w`` workers spread evenly over ``nodes``
+    servers (Theorem 1's layout), the extra tasks of each role on different servers."""
+    n = max(1, min(nodes, p + w))
+    ps = [p // n + (1 if i < p % n else 0) for i in range(n)]
+    wk = [w // n + (1 if i >= n - w % n else 0) for i in range(n)]   # extra workers where extra PS are not
+    return tuple((a, b) for a, b in zip(ps, wk))
+
+
 class DLRoverSpeed(_Linearised):
     """DLRover-RM §4.1 (seed 002), Eqs. 1-6, with m, D, M and B fixed for a job. x = (w, p, λw, λp).
 
@@ -322,7 +386,10 @@ class ProfileSpeed:
         prof = self.zoo.profile(spec.profile)
         types = gpu_types(nodes, cluster) if prof.by_type else ()
         shape = ()
-        if prof.placement_aware:
+        if prof.testbed is not None:   # (PS, workers) on each server: the links they cross (PSTestbed)
+            ps, wk = alloc.get("ps", {}), alloc.get("worker", {})
+            shape = tuple((ps.get(n, 0), wk.get(n, 0)) for n in sorted(nodes))
+        elif prof.placement_aware:
             placed = alloc.get(scaling_role(spec), {})
             shape = tuple(placed[n] for n in sorted(placed) if placed[n])
         key = (spec.profile, spec.batch_size, spec.roles, tuple(sorted(counts)), len(nodes), tuple(sorted(cpus)), types,

@@ -59,6 +59,7 @@ class ConvergenceConfig:
     jitter: NonNegative = 0.2
     default_curve: dict | None = None
     dataset_fraction: Annotated[float, Range(gt=0, le=1)] = 1.0
+    dataset_fractions: dict | None = None   # profile name -> its own fraction (Optimus §6.1 downscaled two)
 
 
 @dataclass
