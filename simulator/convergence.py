@@ -88,12 +88,7 @@ def assign_curves(jobs: list, assignment, rng: np.random.Generator, source: str 
     fraction = float(c.get("dataset_fraction", 1.0))
     if not 0 < fraction <= 1:
         raise ValueError(f"profile.convergence.dataset_fraction must be in (0, 1], got {fraction!r}")
-    fractions = dict(c.get("dataset_fractions") or {})   # profile -> its own fraction (Optimus §6.1)
-    for name, f in fractions.items():
-        if name not in assignment.zoo.profiles:
-            raise ValueError(f"profile.convergence.dataset_fractions: {name!r} is not a profile of the zoo")
-        if not (isinstance(f, (int, float)) and 0 < f <= 1):
-            raise ValueError(f"profile.convergence.dataset_fractions.{name} must be in (0, 1], got {f!r}")
+    fractions = dict(c.get("dataset_fractions") or {})   # profile -> its own (Optimus §6.1; checked in Assignment)
     out = []
     for spec in jobs:
         if spec.total_work > 0 and not sized_too:

@@ -27,7 +27,7 @@ from clustersim.simulator.cluster import tasks_per_node
 from clustersim.simulator.job import JobSpec, RoleSpec
 from clustersim.simulator.params import NonNegative, PositiveCount, Range, check_params
 from clustersim.simulator.rng import component_rng
-from clustersim.simulator.errors import TraceError
+from clustersim.simulator.errors import ConfigError, TraceError
 from clustersim.traces.schema import role_rows
 
 COLUMNS = ["job_id", "submit_time", "duration", "iterations", "roles", "tenant", "user", "model",
@@ -59,7 +59,8 @@ class ConvergenceConfig:
     jitter: NonNegative = 0.2
     default_curve: dict | None = None
     dataset_fraction: Annotated[float, Range(gt=0, le=1)] = 1.0
-    dataset_fractions: dict | None = None   # profile name -> its own fraction (Optimus §6.1 downscaled two)
+    dataset_fractions: dict[str, Annotated[float, Range(gt=0, le=1)]] | None = None   # profile -> its own
+                                                                       # (Optimus §6.1 downscaled two)
 
 
 @dataclass
@@ -94,6 +95,9 @@ class Assignment:
             return None
         from clustersim.simulator import profiles
         zoo = profiles.load(cfg.get("files"))
+        for name in (cfg.get("convergence") or {}).get("dataset_fractions") or {}:
+            if name not in zoo.profiles:
+                raise ConfigError(f"profile.convergence.dataset_fractions: {name!r} is not a profile of the zoo")
         pool = {k: list(v) for k, v in (cfg.get("pool") or {}).items()}
         for family in ("gpu", "ps"):
             pool.setdefault(family, zoo.pool(family))

@@ -8,6 +8,7 @@ from clustersim import traces
 from clustersim.policies.fifo import Fifo
 from clustersim.simulator.cluster import Cluster, NodeGroup
 from clustersim.simulator.engine import Engine
+from clustersim.simulator.errors import ConfigError
 from clustersim.simulator.workload import Assignment, build_jobs, packed
 from clustersim.traces.schema import Role, TraceError, build_table
 
@@ -130,12 +131,10 @@ def test_jobs_without_duration_or_iterations_are_sized_by_their_loss_curve():
     own = Assignment.from_config({**ZOO_CFG, "convergence": {"dataset_fraction": 0.5, "dataset_fractions": {"dssm": 0.25}}})
     (a3, b3) = build_jobs(table, "opt", own, cl, seed=4)
     assert (a3.total_work, b3.total_work) == pytest.approx((a.total_work / 2, b.total_work / 4))
-    bad = Assignment.from_config({**ZOO_CFG, "convergence": {"dataset_fractions": {"dssm": 1.5}}})
-    with pytest.raises(ValueError, match=r"dataset_fractions.dssm must be in \(0, 1\], got 1.5"):
-        build_jobs(table, "opt", bad, cl, seed=4)
-    bad = Assignment.from_config({**ZOO_CFG, "convergence": {"dataset_fractions": {"nosuch": 0.5}}})
-    with pytest.raises(ValueError, match="'nosuch' is not a profile of the zoo"):
-        build_jobs(table, "opt", bad, cl, seed=4)
+    with pytest.raises(ConfigError, match=r"profile.convergence.dataset_fractions.dssm: must be <= 1, got 1.5"):
+        Assignment.from_config({**ZOO_CFG, "convergence": {"dataset_fractions": {"dssm": 1.5}}})
+    with pytest.raises(ConfigError, match="dataset_fractions: 'nosuch' is not a profile of the zoo"):
+        Assignment.from_config({**ZOO_CFG, "convergence": {"dataset_fractions": {"nosuch": 0.5}}})
 
 
 def test_a_job_without_size_needs_a_profile_with_a_dataset_size():
