@@ -17,6 +17,7 @@ by 1/time so that the fit minimises relative error (docs/models/speed.md).
 
 from __future__ import annotations
 
+import heapq
 from typing import Protocol, Sequence
 
 import numpy as np
@@ -198,6 +199,73 @@ def spread_evenly(p: int, w: int, nodes: int) -> tuple[tuple[int, int], ...]:
     ps = [p // n + (1 if i < p % n else 0) for i in range(n)]
     wk = [w // n + (1 if i >= n - w % n else 0) for i in range(n)]   # extra workers where extra PS are not
     return tuple((a, b) for a, b in zip(ps, wk))
+
+
+def paa_assign(blocks: Sequence[float], num_ps: int, tiny: float = 0.01) -> list[list[tuple[int, float]]]:
+    """Optimus §5.3, Algorithm 2 (PAA): parameter blocks (sizes) to ``num_ps`` parameter servers.
+
+    Blocks are taken largest first (a queue ordered by size; equal sizes in the order given), with
+    ``avg`` the total size over ``num_ps``. A block under ``tiny`` x avg (§6.1: 1%) goes to the PS
+    with the fewest update requests; one under avg to the PS whose room left (avg minus what it
+    holds) is the smallest that holds it (best fit); a larger one is cut: a partition of avg goes
+    to the PS holding the least, and the rest goes back into the queue. Each block or partition
+    assigned is one more update request on its PS. Where no PS has room for a block under avg
+    (the algorithm does not say), it goes to the PS holding the least (choice). Ties: the lowest
+    PS index. Returns, per block, its partitions as (PS, size).
+    """
+    if num_ps < 1:
+        raise ValueError(f"PAA needs at least one parameter server, got {num_ps}")
+    sizes, transfers = [0.0] * num_ps, [0] * num_ps
+    out: list[list[tuple[int, float]]] = [[] for _ in blocks]
+    avg = float(sum(blocks)) / num_ps
+    queue = [(-float(b), i) for i, b in enumerate(blocks)]
+    heapq.heapify(queue)
+    while queue:
+        neg, key = heapq.heappop(queue)
+        size = -neg
+        if size < avg:
+            if size < avg * tiny:
+                ps = min(range(num_ps), key=lambda i: (transfers[i], i))
+            else:
+                room = [(avg - sizes[i], i) for i in range(num_ps) if avg - sizes[i] >= size]
+                ps = min(room)[1] if room else min(range(num_ps), key=lambda i: (sizes[i], i))
+            part = size
+        else:
+            ps = min(range(num_ps), key=lambda i: (sizes[i], i))
+            part = avg
+            if size - avg > 0:
+                heapq.heappush(queue, (-(size - avg), key))
+        sizes[ps] += part
+        transfers[ps] += 1
+        out[key].append((ps, part))
+    return out
+
+
+def mxnet_assign(blocks: Sequence[float], num_ps: int, rng: np.random.Generator,
+                 bound: float = 1e6) -> list[list[tuple[int, float]]]:
+    """MXNet's default (Optimus §5.3): a block under ``bound`` (10^6 parameters) goes to one PS
+    drawn at random; a larger one is sliced evenly over every PS (one request per PS)."""
+    out = []
+    for b in blocks:
+        if b < bound:
+            out.append([(int(rng.integers(num_ps)), float(b))])
+        else:
+            out.append([(i, float(b) / num_ps) for i in range(num_ps)])
+    return out
+
+
+def ps_load(assignment: list[list[tuple[int, float]]], num_ps: int) -> dict:
+    """Table 3's three factors of an assignment (largest minus smallest parameter size on a PS,
+    the same for update requests, and the total requests), and ``balance``: the most loaded PS's
+    size over an even share, by which it slows every transfer (``PSTestbed.balance``)."""
+    sizes, requests = [0.0] * num_ps, [0] * num_ps
+    for parts in assignment:
+        for ps, size in parts:
+            sizes[ps] += size
+            requests[ps] += 1
+    total = sum(sizes)
+    return {"size_diff": max(sizes) - min(sizes), "request_diff": max(requests) - min(requests),
+            "requests": sum(requests), "balance": max(sizes) * num_ps / total if total > 0 else 1.0}
 
 
 class DLRoverSpeed(_Linearised):
