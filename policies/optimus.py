@@ -32,7 +32,7 @@ import numpy as np
 from clustersim.policies.base import Decision, JobView, Observer, Policy, Profiled, View, arrival, register
 from clustersim.policies.placement import keep_in_place
 from clustersim.simulator.cluster import EPS
-from clustersim.simulator.convergence import LossFitter
+from clustersim.simulator.convergence import LossFitter, epochs_to_converge
 from clustersim.simulator.errors import PolicyError
 from clustersim.simulator.job import task_counts
 from clustersim.simulator.params import Count, Fraction, NonNegative, Positive, PositiveCount, Range
@@ -430,7 +430,7 @@ class Optimus(Policy):
         self.active: dict[str, JobView] = {}
         self.cache: dict[str, dict] = {}   # job id -> fitted state (losses seen, samples, models)
         self.next_at = 0.0
-        self._node_size = None   # the largest server's capacity per resource (pre-run placement)
+        self._node_size = None   # the largest server's capacity per resource: (any server, a GPU server)
 
     # ------------------------------------------------------------------ the loop
     def decide(self, view: View) -> Decision:
@@ -463,7 +463,7 @@ class Optimus(Policy):
         eligible = [j for j in self.active.values() if j.submit_time + self.delay <= now + 1e-9]
         eligible.sort(key=arrival)
         capacity = view.cluster.up_capacity()
-        self._node_size = view.cluster.capacity.max(axis=0) if len(view.cluster.capacity) else None
+        self._node_size = _server_sizes(view.cluster.capacity)
         plans = [Plan(j, self.estimate(j, view) if any(r.elastic for r in j.roles) else None, n)
                  for n, j in enumerate(eligible)]
         got = allocate(plans, capacity, divisor=self.divisor, on_no_fit=self.on_no_fit, max_tasks=self.max_tasks)
@@ -567,10 +567,7 @@ class Optimus(Policy):
             points: dict[tuple, list[float]] = {}
             for x, r in c["prerun"]:
                 points.setdefault(x, []).append(r)
-            for s in samples:
-                k = task_counts(s.allocation)
-                if s.rate > 0 and k.get(worker, 0) > 0:
-                    points.setdefault(((k.get(ps, 1) if ps else 1), k[worker]), []).append(s.rate)
+            _measured(samples, ps, worker, points)
             measured = {x: float(np.mean(v)) for x, v in sorted(points.items())}
             model = self._fit(job, list(measured.items()))
             if self.use_measured and measured:   # a measured point is used as it is (note §6 #20, [C])
@@ -621,10 +618,43 @@ class OptimusOracle(Optimus):
     tags = frozenset({"oracle", "elastic", "multi-resource", "ps"})
 
     def remaining(self, job: JobView) -> float:
-        return max(job.remaining_work, 0.0)
+        """The true remaining work, aimed as the estimator aims it (§4.1): with ``loose_threshold``
+        δ' the true work to δ' (times ``overestimate``) until the job has reached δ', then to its
+        convergence point, so that the oracle differs from ``optimus`` in its estimates only
+        (§6.3.1 feeds the true values to the same scheduler)."""
+        left = max(job.remaining_work, 0.0)
+        curve = job.spec.curve
+        delta = self.threshold if self.threshold is not None else job.convergence_threshold
+        if curve is None or self.loose is None or not self.loose > delta:
+            return left
+        c = self.cache.setdefault(job.job_id, {})
+        if "loose_work" not in c:   # work to reach δ' on the true curve
+            c["loose_work"] = epochs_to_converge(curve.b, self.loose, self.relative, self.patience) * curve.iters_per_epoch
+        to_loose = c["loose_work"] - job.iterations_done
+        if to_loose > 0:
+            return min(to_loose * self.overestimate, left)
+        return left
 
     def speed(self, job: JobView):
+        """The true speed at Theorem 1's layout on the fewest servers that hold a setting (the
+        speed model's, exact); with ``use_measured``, at a (p, w) the job has run at, the mean
+        throughput measured there instead (the testbed measurements §6.1's simulator replays):
+        on a busy testbed a job can land on more servers than the fewest, where its 1GbE
+        transfers cost more (docs/policies/optimus.md, the oracle)."""
         c = self.cache.setdefault(job.job_id, {})
+        truth = self._truth(job, c)
+        if not self.use_measured:
+            return truth
+        samples = job.throughput_samples
+        key = (len(samples), samples[-1].start if samples else None, samples[-1].end if samples else None)
+        if c.get("speed_key") != key:
+            c["speed_key"] = key
+            ps, worker = shape(job)
+            measured = {x: float(np.mean(v)) for x, v in _measured(samples, ps, worker, {}).items()}
+            c["rate"] = (lambda p, w: measured.get((p, w)) or truth(p, w)) if measured else truth
+        return c["rate"]
+
+    def _truth(self, job: JobView, c: dict):
         if "truth" not in c:
             ps, worker = shape(job)
             exact = Profiled(job.spec, Observer(speed=self._speed_model, cluster=self._cluster))
@@ -648,10 +678,35 @@ class OptimusOracle(Optimus):
         return super().schedule(view)
 
 
-def _fewest_nodes(job: JobView, counts: dict, node_size) -> int:
-    """The fewest servers of ``node_size`` that hold ``counts`` of the job's tasks (1 unknown)."""
-    if node_size is None:
+def _measured(samples, ps, worker, points: dict) -> dict:
+    """``points`` with the throughput samples added: (p, w) -> rates measured there (a job
+    without PS counts p = 1)."""
+    for s in samples:
+        k = task_counts(s.allocation)
+        if s.rate > 0 and k.get(worker, 0) > 0:
+            points.setdefault(((k.get(ps, 1) if ps else 1), k[worker]), []).append(s.rate)
+    return points
+
+
+def _server_sizes(capacity: np.ndarray):
+    """The largest server's capacity per resource, over every server and over the servers with
+    GPUs (a job with GPU tasks is placed on those: Theorem 1 spreads its PS and workers evenly
+    over the same servers); None for an empty cluster."""
+    if not len(capacity):
+        return None
+    gpu = capacity[capacity[:, 0] > 0]
+    return capacity.max(axis=0), (gpu.max(axis=0) if len(gpu) else capacity.max(axis=0))
+
+
+def _fewest_nodes(job: JobView, counts: dict, sizes) -> int:
+    """The fewest servers that hold ``counts`` of the job's tasks, each of the largest size of the
+    servers it can use (``_server_sizes``: servers with GPUs for a job with GPU tasks); 1 unknown.
+    A testbed GPU server (8 cores) holds 1 PS and 2 workers of ResNet-50, where the largest
+    server per resource (16 cores of a CPU server, 2 GPUs of a GPU server) would hold 3 PS more."""
+    if sizes is None:
         return 1
+    gpu_job = any(counts.get(r.name, 0) and r.demand[0] > 0 for r in job.roles)
+    node_size = sizes[1] if gpu_job else sizes[0]
     n = 1
     for k in range(3):
         need = sum(counts.get(r.name, 0) * r.demand[k] for r in job.roles)
