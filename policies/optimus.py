@@ -25,12 +25,13 @@ from __future__ import annotations
 
 import heapq
 import math
+from types import SimpleNamespace
 from typing import Annotated, Literal
 
 import numpy as np
 
 from clustersim.policies.base import Decision, JobView, Observer, Policy, Profiled, View, arrival, register
-from clustersim.policies.placement import keep_in_place
+from clustersim.policies.placement import keep_in_place, release, strategy
 from clustersim.simulator.cluster import EPS
 from clustersim.simulator.convergence import LossFitter, epochs_to_converge
 from clustersim.simulator.errors import PolicyError
@@ -281,6 +282,9 @@ class NodeSet:
         for i in nodes:
             heapq.heappush(self.heaps[0 if self.rows[i][0] > EPS else 1], (-self.rows[i][1], i))
 
+    def place(self, job, counts: dict) -> dict | None:
+        return place(self, job, counts)
+
     def add(self, job: JobView, alloc, sign: float = 1.0) -> bool:
         """Give back (``sign`` 1) or take again (-1) what ``alloc`` holds; taking fails (and
         changes nothing) if a node no longer has room. Heaps are rebuilt by ``reheap``."""
@@ -298,6 +302,37 @@ class NodeSet:
             for k in range(3):
                 self.rows[i][k] += d[k]
         return True
+
+
+class Strategy:
+    """Free resources placed by one of policies/placement.py's strategies instead of Theorem 1
+    (Fig. 18's ablations: DRF's load-balancing ``spread``, Tetris's ``align``), with NodeSet's
+    interface."""
+
+    def __init__(self, free: np.ndarray, name: str):
+        self.free, self.how = free, strategy(name)
+
+    def place(self, job, counts: dict) -> dict | None:
+        return self.how(self.free, job.roles, {r: n for r, n in counts.items() if n})
+
+    def add(self, job: JobView, alloc, sign: float = 1.0) -> bool:
+        if sign > 0:
+            release(self.free, job)
+            return True
+        return keep_in_place(self.free, job)
+
+    def reheap(self) -> None:
+        pass
+
+
+def theorem1(free: np.ndarray, roles, counts: dict) -> dict | None:
+    """Theorem 1 placement as a placement strategy (``strategy(free, roles, counts)``, deducting
+    from ``free``), for DRF's and Tetris's allocation with Optimus's placement (Fig. 17)."""
+    nodes = NodeSet(free, np.ones(len(free), dtype=bool), None)
+    alloc = place(nodes, SimpleNamespace(roles=roles), counts)
+    if alloc is not None:
+        free[:] = np.asarray(nodes.rows)
+    return alloc
 
 
 def _demand(role, tasks) -> tuple[float, float, float]:
@@ -412,7 +447,9 @@ class Optimus(Policy):
                  divisor: Literal["share", "raw"] = "share", on_no_fit: Literal["stop", "skip"] = "skip",
                  max_tasks: Count = 0, keep_placement: bool = True, use_measured: bool = True,
                  prediction_error: Fraction = 0.0, error_on: Literal["both", "convergence", "speed"] = "both",
-                 seed: Count = 0):
+                 seed: Count = 0,
+                 placement: Literal["theorem1", "first_fit", "best_fit", "consolidate", "spread", "align",
+                                    "most_free"] = "theorem1"):
         self.interval, self.event_driven = float(interval), event_driven
         self.threshold = None if threshold is None else float(threshold)   # None: each job owner's (§3.1)
         self.relative, self.patience = relative, int(patience)
@@ -425,6 +462,7 @@ class Optimus(Policy):
         self.divisor, self.on_no_fit, self.max_tasks = divisor, on_no_fit, int(max_tasks)
         self.keep_placement, self.use_measured = keep_placement, use_measured
         self.error, self.error_on, self.seed = float(prediction_error), error_on, int(seed)
+        self.placement = placement   # Fig. 18's ablations: another policy's placement for Algorithm 1's counts
 
     def reset(self, view: View) -> None:
         self.active: dict[str, JobView] = {}
@@ -474,7 +512,8 @@ class Optimus(Policy):
         With ``keep_placement`` a running job planned at the counts it runs keeps its nodes (no
         restart: §5.4 restarts a job when its PS or workers change)."""
         cl = view.cluster
-        nodes = NodeSet(cl.free_copy(), cl.up, cl.capacity)
+        nodes = (NodeSet(cl.free_copy(), cl.up, cl.capacity) if self.placement == "theorem1"
+                 else Strategy(cl.free_copy(), self.placement))
         wanted = {p.job.job_id: p for p in plans}
         changes: dict = {}
         moved = []
@@ -490,7 +529,7 @@ class Optimus(Policy):
         order = sorted(wanted.values(), key=lambda p: (sum(p.counts.values()), p.job.submit_time, p.job.index))
         for plan in order:
             job = plan.job
-            alloc = place(nodes, job, plan.counts)
+            alloc = nodes.place(job, plan.counts)
             if alloc is not None:
                 if not _same(alloc, job.allocation):
                     changes[job.job_id] = alloc

@@ -27,6 +27,8 @@ See periodic.py.
 
 from __future__ import annotations
 
+from typing import Literal
+
 import numpy as np
 
 from clustersim.policies.base import View, register
@@ -43,7 +45,8 @@ class Tetris(Periodic):
     oracle = True
     tags = frozenset({"oracle", "elastic", "multi-resource", "ps"})
 
-    def __init__(self, interval: Positive = 1200.0, placement: PlacementName = "align", event_driven: bool = False,
+    def __init__(self, interval: Positive = 1200.0, placement: PlacementName | Literal["theorem1"] = "align",
+                 event_driven: bool = False,
                  srtf_weight: NonNegative = 1.0):
         super().__init__(interval, placement, event_driven)
         if srtf_weight < 0:
