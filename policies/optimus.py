@@ -548,10 +548,12 @@ class Optimus(Policy):
     # ------------------------------------------------------------------ estimates
     def estimate(self, job: JobView, view: View) -> Estimate:
         q, rate = self.remaining(job), self.speed(job)
-        if self.error:
+        if self.error:   # §6.3.1: the error is on the total epochs to convergence, v·(1 ± e), not on what is left
             eq, ef = self._error_factors(job)
             base = rate
-            q *= eq
+            if eq != 1.0:
+                done = job.iterations_done
+                q = max((q + done) * eq - done, 0.5 * (job.iterations_per_epoch or 2.0))
             rate = (lambda p, w: base(p, w) * ef) if ef != 1.0 else base
         return Estimate(q, rate)
 

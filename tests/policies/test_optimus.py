@@ -242,3 +242,31 @@ def test_fewest_servers_count_gpu_servers_for_gpu_jobs():
     cpu_roles = (RoleSpec("ps", 1, 0.0, 3.0, 9.0, 1, 6), RoleSpec("worker", 1, 0.0, 2.0, 8.0, 1, 6))
     cpu = JobSpec(index=1, job_id="c", submit_time=0.0, roles=cpu_roles, total_work=1.0, duration=1.0)
     assert _fewest_nodes(cpu, {"ps": 3, "worker": 2}, sizes) == 1
+
+
+def test_convergence_error_is_on_the_total_epochs():
+    """§6.3.1: "the true number of epochs for convergence is v ... we use v·(1+e) or v·(1−e)". A job
+    of 6,000 iterations with 4,000 done and e = 0.2: the scheduler sees 6,000 x 1.2 − 4,000 = 3,200
+    or 6,000 x 0.8 − 4,000 = 800 left (not 2,000 x (1 ± 0.2)); below what is done, half an epoch."""
+    from clustersim.simulator.job import JobState
+    from clustersim.simulator.view import JobView, Observer
+    curve = LossCurve(SEQ2SEQ, 100.0, 60, 0.0, 0, 0.01)
+    st = JobState(JobSpec(index=0, job_id="e", submit_time=0.0, roles=(PS, WORKER), total_work=6000.0,
+                          duration=6000.0, curve=curve))
+    st.progress = 4000.0
+    seen = set()
+    for seed in range(8):
+        pol = policies.make("optimus_oracle", prediction_error=0.2, error_on="convergence", loose_threshold=0.0,
+                            seed=seed)
+        pol.cache = {}
+        pol.speed = lambda job: (lambda p, w: 1.0)
+        seen.add(round(pol.estimate(JobView(st, Observer(), oracle=True), None).q, 6))
+    assert seen == {3200.0, 800.0}
+    seen = set()
+    for seed in range(8):   # e = 0.5: 6,000 x 1.5 − 4,000 = 5,000, or 3,000 − 4,000 < 0: 50 (half an epoch)
+        pol = policies.make("optimus_oracle", prediction_error=0.5, error_on="convergence", loose_threshold=0.0,
+                            seed=seed)
+        pol.cache = {}
+        pol.speed = lambda job: (lambda p, w: 1.0)
+        seen.add(round(pol.estimate(JobView(st, Observer(), oracle=True), None).q, 6))
+    assert seen == {5000.0, 50.0}
