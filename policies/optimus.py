@@ -444,7 +444,7 @@ class Optimus(Policy):
                  relative: bool = False, patience: PositiveCount = 5,
                  overestimate: Annotated[float, Range(ge=1)] = 1.05, prior_epochs: Positive = 20.0,
                  prerun: list[list[int]] | None = None, prerun_s: NonNegative = 30.0,
-                 divisor: Literal["share", "raw"] = "share", on_no_fit: Literal["stop", "skip"] = "skip",
+                 divisor: Literal["share", "raw"] = "share", on_no_fit: Literal["stop", "skip"] = "stop",
                  max_tasks: Count = 0, keep_placement: bool = True, use_measured: bool = True,
                  prediction_error: Fraction = 0.0, error_on: Literal["both", "convergence", "speed"] = "both",
                  seed: Count = 0,
