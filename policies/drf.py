@@ -31,7 +31,8 @@ class Drf(Periodic):
     name = "drf"
     tags = frozenset({"elastic", "multi-resource", "ps"})
 
-    def __init__(self, interval: Positive = 1200.0, placement: PlacementAnyCluster = "spread", event_driven: bool = False,
+    def __init__(self, interval: Positive = 1200.0, placement: PlacementAnyCluster | Literal["theorem1"] = "spread",
+                 event_driven: bool = False,
                  fair_share: Literal["job", "tenant"] = "job"):
         super().__init__(interval, placement, event_driven)
         self.by_tenant = fair_share == "tenant"

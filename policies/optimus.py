@@ -25,14 +25,15 @@ from __future__ import annotations
 
 import heapq
 import math
+from types import SimpleNamespace
 from typing import Annotated, Literal
 
 import numpy as np
 
 from clustersim.policies.base import Decision, JobView, Observer, Policy, Profiled, View, arrival, register
-from clustersim.policies.placement import keep_in_place
+from clustersim.policies.placement import keep_in_place, release, strategy
 from clustersim.simulator.cluster import EPS
-from clustersim.simulator.convergence import LossFitter
+from clustersim.simulator.convergence import LossFitter, epochs_to_converge
 from clustersim.simulator.errors import PolicyError
 from clustersim.simulator.job import task_counts
 from clustersim.simulator.params import Count, Fraction, Length, NonNegative, Positive, Range
@@ -283,6 +284,9 @@ class NodeSet:
         for i in nodes:
             heapq.heappush(self.heaps[0 if self.rows[i][0] > EPS else 1], (-self.rows[i][1], i))
 
+    def place(self, job, counts: dict) -> dict | None:
+        return place(self, job, counts)
+
     def add(self, job: JobView, alloc, sign: float = 1.0) -> bool:
         """Give back (``sign`` 1) or take again (-1) what ``alloc`` holds; taking fails (and
         changes nothing) if a node no longer has room. Heaps are rebuilt by ``reheap``."""
@@ -300,6 +304,37 @@ class NodeSet:
             for k in range(3):
                 self.rows[i][k] += d[k]
         return True
+
+
+class Strategy:
+    """Free resources placed by one of policies/placement.py's strategies instead of Theorem 1
+    (Fig. 18's ablations: DRF's load-balancing ``spread``, Tetris's ``align``), with NodeSet's
+    interface."""
+
+    def __init__(self, free: np.ndarray, name: str):
+        self.free, self.how = free, strategy(name)
+
+    def place(self, job, counts: dict) -> dict | None:
+        return self.how(self.free, job.roles, {r: n for r, n in counts.items() if n})
+
+    def add(self, job: JobView, alloc, sign: float = 1.0) -> bool:
+        if sign > 0:
+            release(self.free, job)
+            return True
+        return keep_in_place(self.free, job)
+
+    def reheap(self) -> None:
+        pass
+
+
+def theorem1(free: np.ndarray, roles, counts: dict) -> dict | None:
+    """Theorem 1 placement as a placement strategy (``strategy(free, roles, counts)``, deducting
+    from ``free``), for DRF's and Tetris's allocation with Optimus's placement (Fig. 17)."""
+    nodes = NodeSet(free, np.ones(len(free), dtype=bool), None)
+    alloc = place(nodes, SimpleNamespace(roles=roles), counts)
+    if alloc is not None:
+        free[:] = np.asarray(nodes.rows)
+    return alloc
 
 
 def _demand(role, tasks) -> tuple[float, float, float]:
@@ -411,10 +446,12 @@ class Optimus(Policy):
                  relative: bool = False, patience: Annotated[int, Range(ge=1, le=1000)] = 5,
                  overestimate: Annotated[float, Range(ge=1)] = 1.05, prior_epochs: Positive = 20.0,
                  prerun: Annotated[list[PrerunPair], Length(1, 64)] | None = None, prerun_s: NonNegative = 30.0,
-                 divisor: Literal["share", "raw"] = "share", on_no_fit: Literal["stop", "skip"] = "skip",
+                 divisor: Literal["share", "raw"] = "share", on_no_fit: Literal["stop", "skip"] = "stop",
                  max_tasks: Annotated[int, Range(ge=0, le=100_000)] = 0, keep_placement: bool = True, use_measured: bool = True,
                  prediction_error: Fraction = 0.0, error_on: Literal["both", "convergence", "speed"] = "both",
-                 seed: Count = 0):
+                 seed: Count = 0,
+                 placement: Literal["theorem1", "first_fit", "best_fit", "consolidate", "spread", "align",
+                                    "most_free"] = "theorem1"):
         self.interval, self.event_driven = float(interval), event_driven
         self.threshold = None if threshold is None else float(threshold)   # None: each job owner's (§3.1)
         self.relative, self.patience = relative, int(patience)
@@ -425,12 +462,13 @@ class Optimus(Policy):
         self.divisor, self.on_no_fit, self.max_tasks = divisor, on_no_fit, int(max_tasks)
         self.keep_placement, self.use_measured = keep_placement, use_measured
         self.error, self.error_on, self.seed = float(prediction_error), error_on, int(seed)
+        self.placement = placement   # Fig. 18's ablations: another policy's placement for Algorithm 1's counts
 
     def reset(self, view: View) -> None:
         self.active: dict[str, JobView] = {}
         self.cache: dict[str, dict] = {}   # job id -> fitted state (losses seen, samples, models)
         self.next_at = 0.0
-        self._node_size = None   # the largest server's capacity per resource (pre-run placement)
+        self._node_size = None   # the largest server's capacity per resource: (any server, a GPU server)
 
     # ------------------------------------------------------------------ the loop
     def decide(self, view: View) -> Decision:
@@ -463,7 +501,7 @@ class Optimus(Policy):
         eligible = [j for j in self.active.values() if j.submit_time + self.delay <= now + 1e-9]
         eligible.sort(key=arrival)
         capacity = view.cluster.up_capacity()
-        self._node_size = view.cluster.capacity.max(axis=0) if len(view.cluster.capacity) else None
+        self._node_size = _server_sizes(view.cluster.capacity)
         plans = [Plan(j, self.estimate(j, view) if any(r.elastic for r in j.roles) else None, n)
                  for n, j in enumerate(eligible)]
         got = allocate(plans, capacity, divisor=self.divisor, on_no_fit=self.on_no_fit, max_tasks=self.max_tasks)
@@ -474,7 +512,8 @@ class Optimus(Policy):
         With ``keep_placement`` a running job planned at the counts it runs keeps its nodes (no
         restart: §5.4 restarts a job when its PS or workers change)."""
         cl = view.cluster
-        nodes = NodeSet(cl.free_copy(), cl.up, cl.capacity)
+        nodes = (NodeSet(cl.free_copy(), cl.up, cl.capacity) if self.placement == "theorem1"
+                 else Strategy(cl.free_copy(), self.placement))
         wanted = {p.job.job_id: p for p in plans}
         changes: dict = {}
         moved = []
@@ -490,7 +529,7 @@ class Optimus(Policy):
         order = sorted(wanted.values(), key=lambda p: (sum(p.counts.values()), p.job.submit_time, p.job.index))
         for plan in order:
             job = plan.job
-            alloc = place(nodes, job, plan.counts)
+            alloc = nodes.place(job, plan.counts)
             if alloc is not None:
                 if not _same(alloc, job.allocation):
                     changes[job.job_id] = alloc
@@ -509,10 +548,12 @@ class Optimus(Policy):
     # ------------------------------------------------------------------ estimates
     def estimate(self, job: JobView, view: View) -> Estimate:
         q, rate = self.remaining(job), self.speed(job)
-        if self.error:
+        if self.error:   # §6.3.1: the error is on the total epochs to convergence, v·(1 ± e), not on what is left
             eq, ef = self._error_factors(job)
             base = rate
-            q *= eq
+            if eq != 1.0:
+                done = job.iterations_done
+                q = max((q + done) * eq - done, 0.5 * (job.iterations_per_epoch or 2.0))
             rate = (lambda p, w: base(p, w) * ef) if ef != 1.0 else base
         return Estimate(q, rate)
 
@@ -567,10 +608,7 @@ class Optimus(Policy):
             points: dict[tuple, list[float]] = {}
             for x, r in c["prerun"]:
                 points.setdefault(x, []).append(r)
-            for s in samples:
-                k = task_counts(s.allocation)
-                if s.rate > 0 and k.get(worker, 0) > 0:
-                    points.setdefault(((k.get(ps, 1) if ps else 1), k[worker]), []).append(s.rate)
+            _measured(samples, ps, worker, points)
             measured = {x: float(np.mean(v)) for x, v in sorted(points.items())}
             model = self._fit(job, list(measured.items()))
             if self.use_measured and measured:   # a measured point is used as it is (note §6 #20, [C])
@@ -621,10 +659,43 @@ class OptimusOracle(Optimus):
     tags = frozenset({"oracle", "elastic", "multi-resource", "ps"})
 
     def remaining(self, job: JobView) -> float:
-        return max(job.remaining_work, 0.0)
+        """The true remaining work, aimed as the estimator aims it (§4.1): with ``loose_threshold``
+        δ' the true work to δ' (times ``overestimate``) until the job has reached δ', then to its
+        convergence point, so that the oracle differs from ``optimus`` in its estimates only
+        (§6.3.1 feeds the true values to the same scheduler)."""
+        left = max(job.remaining_work, 0.0)
+        curve = job.spec.curve
+        delta = self.threshold if self.threshold is not None else job.convergence_threshold
+        if curve is None or self.loose is None or not self.loose > delta:
+            return left
+        c = self.cache.setdefault(job.job_id, {})
+        if "loose_work" not in c:   # work to reach δ' on the true curve
+            c["loose_work"] = epochs_to_converge(curve.b, self.loose, self.relative, self.patience) * curve.iters_per_epoch
+        to_loose = c["loose_work"] - job.iterations_done
+        if to_loose > 0:
+            return min(to_loose * self.overestimate, left)
+        return left
 
     def speed(self, job: JobView):
+        """The true speed at Theorem 1's layout on the fewest servers that hold a setting (the
+        speed model's, exact); with ``use_measured``, at a (p, w) the job has run at, the mean
+        throughput measured there instead (the testbed measurements §6.1's simulator replays):
+        on a busy testbed a job can land on more servers than the fewest, where its 1GbE
+        transfers cost more (docs/policies/optimus.md, the oracle)."""
         c = self.cache.setdefault(job.job_id, {})
+        truth = self._truth(job, c)
+        if not self.use_measured:
+            return truth
+        samples = job.throughput_samples
+        key = (len(samples), samples[-1].start if samples else None, samples[-1].end if samples else None)
+        if c.get("speed_key") != key:
+            c["speed_key"] = key
+            ps, worker = shape(job)
+            measured = {x: float(np.mean(v)) for x, v in _measured(samples, ps, worker, {}).items()}
+            c["rate"] = (lambda p, w: measured.get((p, w)) or truth(p, w)) if measured else truth
+        return c["rate"]
+
+    def _truth(self, job: JobView, c: dict):
         if "truth" not in c:
             ps, worker = shape(job)
             exact = Profiled(job.spec, Observer(speed=self._speed_model, cluster=self._cluster))
@@ -648,10 +719,35 @@ class OptimusOracle(Optimus):
         return super().schedule(view)
 
 
-def _fewest_nodes(job: JobView, counts: dict, node_size) -> int:
-    """The fewest servers of ``node_size`` that hold ``counts`` of the job's tasks (1 unknown)."""
-    if node_size is None:
+def _measured(samples, ps, worker, points: dict) -> dict:
+    """``points`` with the throughput samples added: (p, w) -> rates measured there (a job
+    without PS counts p = 1)."""
+    for s in samples:
+        k = task_counts(s.allocation)
+        if s.rate > 0 and k.get(worker, 0) > 0:
+            points.setdefault(((k.get(ps, 1) if ps else 1), k[worker]), []).append(s.rate)
+    return points
+
+
+def _server_sizes(capacity: np.ndarray):
+    """The largest server's capacity per resource, over every server and over the servers with
+    GPUs (a job with GPU tasks is placed on those: Theorem 1 spreads its PS and workers evenly
+    over the same servers); None for an empty cluster."""
+    if not len(capacity):
+        return None
+    gpu = capacity[capacity[:, 0] > 0]
+    return capacity.max(axis=0), (gpu.max(axis=0) if len(gpu) else capacity.max(axis=0))
+
+
+def _fewest_nodes(job: JobView, counts: dict, sizes) -> int:
+    """The fewest servers that hold ``counts`` of the job's tasks, each of the largest size of the
+    servers it can use (``_server_sizes``: servers with GPUs for a job with GPU tasks); 1 unknown.
+    A testbed GPU server (8 cores) holds 1 PS and 2 workers of ResNet-50, where the largest
+    server per resource (16 cores of a CPU server, 2 GPUs of a GPU server) would hold 3 PS more."""
+    if sizes is None:
         return 1
+    gpu_job = any(counts.get(r.name, 0) and r.demand[0] > 0 for r in job.roles)
+    node_size = sizes[1] if gpu_job else sizes[0]
     n = 1
     for k in range(3):
         need = sum(counts.get(r.name, 0) * r.demand[k] for r in job.roles)

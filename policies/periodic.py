@@ -15,9 +15,12 @@ arrival and completion, not only at interval boundaries.
 
 from __future__ import annotations
 
+from typing import Literal
+
 import numpy as np
 
 from clustersim.policies.base import Decision, JobView, Policy, View
+from clustersim.policies.optimus import theorem1
 from clustersim.policies.placement import PlacementAnyCluster, merge, shrink, strategy
 from clustersim.simulator.params import Positive
 from clustersim.simulator.job import task_counts, task_demand
@@ -89,9 +92,11 @@ class Step:
 
 
 class Periodic(Policy):
-    def __init__(self, interval: Positive = 1200.0, placement: PlacementAnyCluster = "spread", event_driven: bool = False):
+    def __init__(self, interval: Positive = 1200.0, placement: PlacementAnyCluster | Literal["theorem1"] = "spread",
+                 event_driven: bool = False):
         self.interval = float(interval)
-        self.place = strategy(placement)
+        # theorem1: Optimus's placement for this allocation (Optimus Fig. 17's ablations)
+        self.place = theorem1 if placement == "theorem1" else strategy(placement)
         self.event_driven = event_driven
 
     def reset(self, view: View) -> None:

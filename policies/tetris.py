@@ -2,22 +2,32 @@
 
 Each pick scores every job's next step by its *alignment* with the resources still free,
 the dot product of the step's demand and the free vector, each normalised by capacity
-(Grandl §3.2), minus a shortest-remaining-time term (§3.3):
+(Grandl §3.2), minus a shortest-remaining-work term (§3.3):
 
-    score = a / mean(a) - srtf_weight * t / mean(t)
+    score = a / mean(a) - srtf_weight * r / mean(r)
 
-where ``t`` is the job's remaining running time at its requested allocation and the means
-are over the candidates, Tetris's default balance of the two terms (ε = mean(a)/mean(t);
-note optimus.md §4.2). The best step is taken if it fits; a job whose step does not fit
-takes no more this interval. Steps are placed by alignment too: the nodes with the most of
-what the tasks need first (placement ``align``).
+``r`` is the job's remaining *work* at the allocation the step would give it: its remaining
+time there times the resources it would hold (Grandl §3.3 weighs a job's remaining tasks by
+duration times demand; the demand here is the sum of the allocation's shares of GPU, CPU and
+memory). A bundle that barely speeds a job up makes its remaining work larger, so the job
+yields to others: Tetris packs many jobs, as Optimus §6.1 describes it, where the job's
+remaining time alone (the same whatever it holds) would hand the shortest job bundle after
+bundle up to its maximum and run one job at a time. The means are over the candidates' first
+steps, Tetris's default balance of the two terms (ε = mean(a)/mean(r); note optimus.md §4.2).
+The best step is taken if it fits; a job whose step does not fit takes no more this interval.
+Steps are placed by alignment too: the nodes with the most of what the tasks need first
+(placement ``align``).
 
 As configured in Optimus's comparison (seed 004 §6.1): reallocated every interval, elastic in
 PS+worker bundles (1:1), and fed the remaining time that Optimus's estimators would give it.
-Here that time is the true one, so this policy is an oracle. See periodic.py.
+Here that time is the true remaining work over the job's profiled speed at the step's task
+counts, each task on a server of its own (``JobView.profiled``), so this policy is an oracle.
+See periodic.py.
 """
 
 from __future__ import annotations
+
+from typing import Literal
 
 import numpy as np
 
@@ -25,6 +35,7 @@ from clustersim.policies.base import View, register
 from clustersim.policies.periodic import Active, Periodic, Step
 from clustersim.policies.placement import PlacementAnyCluster
 from clustersim.simulator.cluster import EPS
+from clustersim.simulator.errors import PolicyError
 from clustersim.simulator.params import NonNegative, Positive
 
 
@@ -34,7 +45,8 @@ class Tetris(Periodic):
     oracle = True
     tags = frozenset({"oracle", "elastic", "multi-resource", "ps"})
 
-    def __init__(self, interval: Positive = 1200.0, placement: PlacementAnyCluster = "align", event_driven: bool = False,
+    def __init__(self, interval: Positive = 1200.0, placement: PlacementAnyCluster | Literal["theorem1"] = "align",
+                 event_driven: bool = False,
                  srtf_weight: NonNegative = 1.0):
         super().__init__(interval, placement, event_driven)
         self.weight = float(srtf_weight)
@@ -49,13 +61,13 @@ class Tetris(Periodic):
         ladders = [a.ladder for a in order]
         taken = [0] * len(order)            # steps each job got
         need = np.array([lad.step[0] for lad in ladders])
-        remaining = np.array([self._remaining_time(j) for j in order])
         unit = need / scale  # each step's demand as a share of capacity
         a0 = unit @ (left / scale)
+        work = np.array([self._remaining_work(a, 0, scale) for a in order])   # at each job's first step
         mean_a = a0.mean() if a0.mean() > 0 else 1.0
-        mean_t = remaining.mean() if remaining.mean() > 0 else 1.0
+        mean_r = work.mean() if work.mean() > 0 else 1.0
         # the SRTF term, +inf once a job takes no more: its score is then -inf, below every live job's
-        penalty = self.weight * remaining / mean_t
+        penalty = self.weight * work / mean_r
         live = len(order)
         smallest = self.smallest_step()
         first: list[int] = []               # jobs in the order they got their first step
@@ -78,16 +90,36 @@ class Tetris(Periodic):
                 if ladders[i].has(k + 1):
                     g, c, m = ladders[i].step[k + 1]
                     unit[i] = (g / s0, c / s1, m / s2)
+                    penalty[i] = self.weight * self._remaining_work(order[i], k + 1, scale) / mean_r
                     continue
             penalty[i] = np.inf
             live -= 1
         return [Step(order[i].job, ladders[i].counts[taken[i] - 1]) for i in first]
 
-    def _remaining_time(self, active: Active) -> float:
-        """True remaining running time at the requested allocation (ground truth: oracle only)."""
-        job, truth = active.job, active.truth
-        if truth is None:   # (running time, work): read once per job
-            t = job.duration if job.duration is not None else job.total_work
-            truth = active.truth = (t, job.total_work)
-        t, work = truth
-        return t * max(work - job.iterations_done, 0.0) / work
+    def _remaining_work(self, active: Active, k: int, scale) -> float:
+        """Remaining time at the job's step ``k`` times the share of the cluster it then holds
+        (ground truth: oracle only). The speed is the job's profiled one at those counts, each task
+        on its own server; a job without a speed model (a bare test engine) runs at its request's
+        speed scaled by its tasks (the time at the request, ``duration``, x request / tasks)."""
+        job, ladder = active.job, active.ladder
+        if active.truth is None:   # work, and per step: the time a unit of work takes
+            active.truth = (job.total_work, {})
+        work, per_step = active.truth
+        left = max(work - job.iterations_done, 0.0)
+        t = per_step.get(k)
+        if t is None:
+            counts = ladder.counts[k]
+            rate = self._rate(job, counts)
+            t = per_step[k] = 1.0 / rate if rate > 0 else np.inf
+        g, c, m = ladder.total[k]
+        return left * t * (g / scale[0] + c / scale[1] + m / scale[2])
+
+    @staticmethod
+    def _rate(job, counts: dict) -> float:
+        try:
+            return job.profiled.counts_rate(counts, max(1, sum(counts.values())))
+        except PolicyError:   # no speed model to profile with: linear in the scaling role's tasks
+            request = {r.name: r.count for r in job.roles}
+            base = job.total_work / job.duration if job.duration else 1.0
+            n = [counts[r] / request[r] for r in request if request[r] and counts.get(r)]
+            return base * (min(n) if n else 0.0)

@@ -75,7 +75,7 @@ def assign_curves(jobs: list, assignment, rng: np.random.Generator, source: str 
     ``sized_too``) gets the epoch length total_work / E, so that its duration-preserving work is
     exactly its convergence point. A job without a size (no duration, no iterations) is
     convergence-driven: an epoch is its profile's ``dataset_size`` x ``dataset_fraction`` samples
-    at its batch, and its work is E such epochs.
+    (``dataset_fractions[profile]`` where given) at its batch, and its work is E such epochs.
     """
     c = assignment.convergence or {}
     default = tuple(float(c.get("default_curve", {}).get(k, v)) for k, v in (("b0", 0.21), ("b1", 1.07), ("b2", 0.07)))
@@ -88,6 +88,7 @@ def assign_curves(jobs: list, assignment, rng: np.random.Generator, source: str 
     fraction = float(c.get("dataset_fraction", 1.0))
     if not 0 < fraction <= 1:
         raise ValueError(f"profile.convergence.dataset_fraction must be in (0, 1], got {fraction!r}")
+    fractions = dict(c.get("dataset_fractions") or {})   # profile -> its own (Optimus §6.1; checked in Assignment)
     out = []
     for spec in jobs:
         if spec.total_work > 0 and not sized_too:
@@ -101,7 +102,7 @@ def assign_curves(jobs: list, assignment, rng: np.random.Generator, source: str 
         if spec.total_work > 0:
             per_epoch = spec.total_work / epochs
         elif prof is not None and prof.dataset_size:
-            per_epoch = prof.dataset_size * fraction / prof.batch(spec)
+            per_epoch = prof.dataset_size * fractions.get(prof.name, fraction) / prof.batch(spec)
             spec = replace(spec, total_work=epochs * per_epoch)
         else:
             raise TraceError(f"{source}: row {spec.index} (job {spec.job_id!r}): no duration or iterations, and "

@@ -17,6 +17,7 @@ by 1/time so that the fit minimises relative error (docs/models/speed.md).
 
 from __future__ import annotations
 
+import heapq
 from typing import Protocol, Sequence
 
 import numpy as np
@@ -134,6 +135,137 @@ class OptimusSpeed(_Linearised):
 
     def time_from_rate(self, x, rate):
         return (float(x[1]) if self.mode == "async" else 1.0) / rate
+
+
+class PSTestbed:
+    """A PS job's true speed on Optimus's testbed (seed 004 §6.1): Eq. 3 (async) / Eq. 4 (sync)
+    with the transfer term worked out from the model size and the 1GbE links instead of fitted,
+    so that where the tasks land costs what §3.2 and §4.2 say it costs.
+
+    One step takes compute + transfer. Compute is Eq. 4's other terms, ``θ0·b + θ1 + θ3·w + θ4·p``
+    with ``b`` the samples one worker computes a step (sync: M/w of the global batch M; async: its
+    own batch m), θ fitted to a measured grid. Transfer is Eq. 2's push and pull of each PS's S/p
+    slice, ``2·(S/p)/(B/w')``, with only the traffic that leaves a server counted (§4.2, the
+    Appendix's proof of Theorem 1): a PS on server k exchanges with the ``w − w_k`` workers
+    elsewhere, a worker on server k with the ``p − p_k`` PS elsewhere, each task at its own
+    bandwidth B (the Appendix's B_j = b_j, here the 1GbE link), and the slowest task sets the
+    step: ``2·(S/p)·max_k max(w − w_k [k holds a PS], p − p_k [k holds a worker])/B``. Transfers
+    within a server cost nothing (choice: memory copies next to a 1GbE link). ``balance``
+    scales S/p to the most loaded PS's share (1: an even split, as PAA gives, §5.3). Async
+    throughput is w/T steps/s (Eq. 3, every worker's step counted), sync 1/T (Eq. 4).
+    """
+
+    __slots__ = ("theta", "size_mb", "link_mb_s", "mode", "batch", "balance")
+
+    def __init__(self, theta: Sequence[float], size_mb: float, link_mb_s: float, mode: str = "sync",
+                 batch: float = 1.0, balance: float = 1.0):
+        if mode not in ("sync", "async"):
+            raise ValueError(f"testbed speed mode must be 'sync' or 'async', got {mode!r}")
+        if not (size_mb > 0 and link_mb_s > 0 and batch > 0 and balance >= 1):
+            raise ValueError(f"testbed speed needs size_mb, link_mb_s, batch > 0 and balance >= 1, "
+                             f"got {size_mb!r}, {link_mb_s!r}, {batch!r}, {balance!r}")
+        self.theta = _coefficients(theta, 5, "testbed theta (Eq. 4)")
+        self.size_mb, self.link_mb_s, self.mode = float(size_mb), float(link_mb_s), mode
+        self.batch, self.balance = float(batch), float(balance)
+
+    def transfer_s(self, p: int, w: int, per_node: Sequence[tuple[int, int]]) -> float:
+        """Seconds a step spends moving parameters for its slowest task; ``per_node`` lists
+        (PS, workers) on each server the job spans."""
+        worst = 0
+        for pk, wk in per_node:
+            if pk:
+                worst = max(worst, w - wk)
+            if wk:
+                worst = max(worst, p - pk)
+        return 2.0 * self.balance * self.size_mb / p * worst / self.link_mb_s
+
+    def rate(self, p: int, w: int, per_node: Sequence[tuple[int, int]] = ()) -> float:
+        """Iterations/s (sync: global steps; async: per-worker steps) with ``p`` PS and ``w``
+        workers laid out as ``per_node`` (default: each task on a server of its own)."""
+        if p <= 0 or w <= 0:
+            return 0.0
+        if not per_node:
+            per_node = spread_evenly(p, w, p + w)
+        t0, t1, _, t3, t4 = self.theta
+        b = self.batch / w if self.mode == "sync" else self.batch
+        step = t0 * b + t1 + t3 * w + t4 * p + self.transfer_s(p, w, per_node)
+        return (w if self.mode == "async" else 1.0) / step
+
+
+def spread_evenly(p: int, w: int, nodes: int) -> tuple[tuple[int, int], ...]:
+    """(PS, workers) per server with ``p`` PS and ``w`` workers spread evenly over ``nodes``
+    servers (Theorem 1's layout), the extra tasks of each role on different servers."""
+    n = max(1, min(nodes, p + w))
+    ps = [p // n + (1 if i < p % n else 0) for i in range(n)]
+    wk = [w // n + (1 if i >= n - w % n else 0) for i in range(n)]   # extra workers where extra PS are not
+    return tuple((a, b) for a, b in zip(ps, wk))
+
+
+def paa_assign(blocks: Sequence[float], num_ps: int, tiny: float = 0.01) -> list[list[tuple[int, float]]]:
+    """Optimus §5.3, Algorithm 2 (PAA): parameter blocks (sizes) to ``num_ps`` parameter servers.
+
+    Blocks are taken largest first (a queue ordered by size; equal sizes in the order given), with
+    ``avg`` the total size over ``num_ps``. A block under ``tiny`` x avg (§6.1: 1%) goes to the PS
+    with the fewest update requests; one under avg to the PS whose room left (avg minus what it
+    holds) is the smallest that holds it (best fit); a larger one is cut: a partition of avg goes
+    to the PS holding the least, and the rest goes back into the queue. Each block or partition
+    assigned is one more update request on its PS. Where no PS has room for a block under avg
+    (the algorithm does not say), it goes to the PS holding the least (choice). Ties: the lowest
+    PS index. Returns, per block, its partitions as (PS, size).
+    """
+    if num_ps < 1:
+        raise ValueError(f"PAA needs at least one parameter server, got {num_ps}")
+    sizes, transfers = [0.0] * num_ps, [0] * num_ps
+    out: list[list[tuple[int, float]]] = [[] for _ in blocks]
+    avg = float(sum(blocks)) / num_ps
+    queue = [(-float(b), i) for i, b in enumerate(blocks)]
+    heapq.heapify(queue)
+    while queue:
+        neg, key = heapq.heappop(queue)
+        size = -neg
+        if size < avg:
+            if size < avg * tiny:
+                ps = min(range(num_ps), key=lambda i: (transfers[i], i))
+            else:
+                room = [(avg - sizes[i], i) for i in range(num_ps) if avg - sizes[i] >= size]
+                ps = min(room)[1] if room else min(range(num_ps), key=lambda i: (sizes[i], i))
+            part = size
+        else:
+            ps = min(range(num_ps), key=lambda i: (sizes[i], i))
+            part = avg
+            if size - avg > 0:
+                heapq.heappush(queue, (-(size - avg), key))
+        sizes[ps] += part
+        transfers[ps] += 1
+        out[key].append((ps, part))
+    return out
+
+
+def mxnet_assign(blocks: Sequence[float], num_ps: int, rng: np.random.Generator,
+                 bound: float = 1e6) -> list[list[tuple[int, float]]]:
+    """MXNet's default (Optimus §5.3): a block under ``bound`` (10^6 parameters) goes to one PS
+    drawn at random; a larger one is sliced evenly over every PS (one request per PS)."""
+    out = []
+    for b in blocks:
+        if b < bound:
+            out.append([(int(rng.integers(num_ps)), float(b))])
+        else:
+            out.append([(i, float(b) / num_ps) for i in range(num_ps)])
+    return out
+
+
+def ps_load(assignment: list[list[tuple[int, float]]], num_ps: int) -> dict:
+    """Table 3's three factors of an assignment (largest minus smallest parameter size on a PS,
+    the same for update requests, and the total requests), and ``balance``: the most loaded PS's
+    size over an even share, by which it slows every transfer (``PSTestbed.balance``)."""
+    sizes, requests = [0.0] * num_ps, [0] * num_ps
+    for parts in assignment:
+        for ps, size in parts:
+            sizes[ps] += size
+            requests[ps] += 1
+    total = sum(sizes)
+    return {"size_diff": max(sizes) - min(sizes), "request_diff": max(requests) - min(requests),
+            "requests": sum(requests), "balance": max(sizes) * num_ps / total if total > 0 else 1.0}
 
 
 class DLRoverSpeed(_Linearised):
@@ -322,7 +454,10 @@ class ProfileSpeed:
         prof = self.zoo.profile(spec.profile)
         types = gpu_types(nodes, cluster) if prof.by_type else ()
         shape = ()
-        if prof.placement_aware:
+        if prof.testbed is not None:   # (PS, workers) on each server: the links they cross (PSTestbed)
+            ps, wk = alloc.get("ps", {}), alloc.get("worker", {})
+            shape = tuple((ps.get(n, 0), wk.get(n, 0)) for n in sorted(nodes))
+        elif prof.placement_aware:
             placed = alloc.get(scaling_role(spec), {})
             shape = tuple(placed[n] for n in sorted(placed) if placed[n])
         key = (spec.profile, spec.batch_size, spec.roles, tuple(sorted(counts)), len(nodes), tuple(sorted(cpus)), types,

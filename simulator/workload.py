@@ -72,6 +72,8 @@ class ConvergenceConfig:
     jitter: NonNegative = 0.2
     default_curve: dict | None = None
     dataset_fraction: Annotated[float, Range(gt=0, le=1)] = 1.0
+    dataset_fractions: dict[str, Annotated[float, Range(gt=0, le=1)]] | None = None   # profile -> its own
+                                                                       # (Optimus §6.1 downscaled two)
 
 
 @dataclass
@@ -122,6 +124,9 @@ class Assignment:
         zoo = profiles.load(cfg.get("files"))
         if cfg.get("goodput_unmeasured", "fitted") != "fitted":
             zoo = _with_unmeasured(zoo, cfg["goodput_unmeasured"])
+        for name in (cfg.get("convergence") or {}).get("dataset_fractions") or {}:
+            if name not in zoo.profiles:
+                raise ConfigError(f"profile.convergence.dataset_fractions: {name!r} is not a profile of the zoo")
         pool = {k: list(v) for k, v in (cfg.get("pool") or {}).items()}
         for family in ("gpu", "ps"):
             pool.setdefault(family, zoo.pool(family))

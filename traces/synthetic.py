@@ -22,7 +22,7 @@ papers are silent.
 from __future__ import annotations
 
 import math
-from typing import Annotated
+from typing import Annotated, Literal
 
 import numpy as np
 
@@ -234,16 +234,19 @@ OPTIMUS_MODELS = {
     "DeepSpeech2": ((3, 9), (2, 8, 1)),
 }
 OPTIMUS_WINDOW_S = 12000.0
+OPTIMUS_POISSON_PER_HOUR = 3 * 3600.0 / 1200.0   # §6.3.2 (Fig. 16): "3 arrivals per scheduling interval" (20 min)
 
 
 def optimus_jobs(rng: np.random.Generator, jobs: Jobs = 60, max_tasks: Annotated[int, Range(ge=1, le=MAX_TASKS)] = 12,
-                 async_share: Annotated[float, Range(ge=0, le=1)] = 0.5) -> dict:
+                 async_share: Annotated[float, Range(ge=0, le=1)] = 0.5,
+                 arrival: Literal["uniform", "poisson"] = "uniform") -> dict:
     """Work is convergence-driven (no iterations in the paper): duration and iterations stay
     null for the convergence model. ``max_tasks`` bounds PS and workers (the testbed's 12 GPUs).
     Each job trains async with probability ``async_share`` (§6.1: "async or sync is chosen at
     random"; 0.5 as an even coin), its model then named ``<model>/async`` (the zoo's
     ``<profile>_async``); the draws come after the arrivals, so that share 0 gives the jobs a
-    share-free generator gave."""
+    share-free generator gave. ``arrival``: ``uniform`` in [0, 12000] s (§6.1) or ``poisson``, 3
+    arrivals per 20-minute interval (§6.3.2, Fig. 16)."""
     if not 0 <= async_share <= 1:
         raise TraceError(f"synthetic optimus: async_share must be in [0, 1], got {async_share!r}")
     names = list(OPTIMUS_MODELS)
@@ -252,7 +255,12 @@ def optimus_jobs(rng: np.random.Generator, jobs: Jobs = 60, max_tasks: Annotated
     for m in models:
         (ps_cpu, ps_mem), (w_cpu, w_mem, w_gpu) = OPTIMUS_MODELS[m]
         roles.append([Role("ps", 1, 0.0, ps_cpu, ps_mem, 1, max_tasks), Role("worker", 1, w_gpu, w_cpu, w_mem, 1, max_tasks)])
-    submit = arrivals(rng, jobs, process="uniform", start=0.0, end=OPTIMUS_WINDOW_S)
+    if arrival == "uniform":
+        submit = arrivals(rng, jobs, process="uniform", start=0.0, end=OPTIMUS_WINDOW_S)
+    elif arrival == "poisson":
+        submit = arrivals(rng, jobs, process="poisson", rate_per_hour=OPTIMUS_POISSON_PER_HOUR)
+    else:
+        raise TraceError(f"synthetic optimus: arrival must be 'uniform' or 'poisson', got {arrival!r}")
     if async_share > 0:
         models = [f"{m}/async" if a else str(m) for m, a in zip(models, rng.random(jobs) < async_share)]
     return {"submit": submit, "roles": roles, "duration": [None] * jobs, "model": list(models)}

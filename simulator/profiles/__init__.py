@@ -25,8 +25,8 @@ from clustersim.simulator.errors import ConfigError
 from clustersim.simulator.job import JobSpec, task_demand
 from clustersim.simulator.overhead import DEFAULT_COSTS, ModelCosts
 from clustersim.simulator.registry import Registry
-from clustersim.simulator.speed import (AllReduceSpeed, DLRoverSpeed, OptimusSpeed, ProfileSpeed, TableSpeed,
-                                        scaling_role)
+from clustersim.simulator.speed import (AllReduceSpeed, DLRoverSpeed, OptimusSpeed, ProfileSpeed, PSTestbed, TableSpeed,
+                                        scaling_role, spread_evenly)
 
 HERE = Path(__file__).parent
 _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)   # safe_load's rules, libyaml's parser (~10x faster)
@@ -74,6 +74,7 @@ class Profile:
     pooled: bool = True                                # drawn for jobs without a model (``pool: false``: not)
     _aware: bool | None = None                         # placement_aware, once known
     locality: tuple | None = None                      # PS jobs: (inter/intra bandwidth, θ2 of Eq. 4, async)
+    testbed: object = None                             # PS jobs: speed.PSTestbed (1GbE links, model size)
 
     def for_type(self, gpu_type: str | None) -> "Profile":
         """The profile whose speed applies on ``gpu_type`` nodes: its own entry, else ``speed``."""
@@ -91,7 +92,7 @@ class Profile:
         """Whether a speed of this profile depends on the tasks per node, not only the node count
         (worked out once: the engine asks at every rate change)."""
         if self._aware is None:
-            self._aware = any(getattr(SPEED_KINDS.get(p.speed_kind).obj, "placement_aware", False)
+            self._aware = self.testbed is not None or any(getattr(SPEED_KINDS.get(p.speed_kind).obj, "placement_aware", False)
                               for p in (self, *self.by_type.values()) if p.speed_kind)
         return self._aware
 
@@ -114,7 +115,7 @@ class Profile:
         profile's); ``shape`` is the scaling role's tasks per node, for placement-aware kinds."""
         prof = self.for_type(gpu_type)
         kind = SPEED_KINDS.get(prof.speed_kind).obj
-        if getattr(kind, "placement_aware", False):
+        if prof.testbed is not None or getattr(kind, "placement_aware", False):
             return kind.rate(prof, spec, counts, nodes, cpus or {}, shape=shape)
         return kind.rate(prof, spec, counts, nodes, cpus or {})
 
@@ -401,6 +402,7 @@ class _TableKind:
         if prof.family == "ps":
             prof.model = _grid(speed, where)
             prof.locality = _locality(speed, prof, where)
+            prof.testbed = _testbed(speed, prof, where)
             return
         prof.gpus_per_node = int((speed.get("fit") or {}).get("gpus_per_node", 8))
         if not speed.get("table"):
@@ -408,12 +410,14 @@ class _TableKind:
         prof.tables = _gpu_tables(speed["table"], where)
 
     @staticmethod
-    def rate(prof, spec, counts, nodes, cpus):
+    def rate(prof, spec, counts, nodes, cpus, shape=()):
         batch = prof.batch(spec)
         if prof.family == "ps":
             p, w = counts.get("ps", 0), counts.get("worker", 0)
             if not (p and w):
                 return 0.0
+            if prof.testbed is not None:   # shape: (PS, workers) per server, else an even spread
+                return prof.testbed.rate(p, w, shape or spread_evenly(p, w, nodes))
             r = float(prof.model.predict((p, w))[0]) / batch
             return _ps_placed(prof.locality, r, p, w, nodes) if prof.locality else r
         n = counts.get(scaling_role(spec), 0)
@@ -466,6 +470,9 @@ class _PSAsyncKind:
         theta0 = _fit(OptimusSpeed("sync", big_m), pts).theta[0]
         if base.locality:   # the same transfer (θ2·w/p of the sync fit) in each async step
             prof.locality = (base.locality[0], base.locality[1], True)
+        if base.testbed is not None:   # the same compute and links, each worker at its own batch m
+            t = base.testbed
+            prof.testbed = PSTestbed(t.theta, t.size_mb, t.link_mb_s, "async", m, t.balance)
         grid = {}
         for (p, w), steps in pts:
             t = 1.0 / steps + theta0 * (m - big_m / w)
@@ -585,6 +592,27 @@ def _locality(speed, prof, where) -> tuple | None:
     m = prof.batch_size
     pts = [((p, w), v / m) for (p, w), v in zip(prof.model.keys, prof.model.values)]
     return inter / intra, float(_fit(OptimusSpeed("sync", m), pts).theta[2]), False
+
+
+def _testbed(speed, prof, where):
+    """``speed.testbed: {params_m, link_mb_s, bytes_per_param}`` of a PS grid: the speed on
+    Optimus's testbed (``speed.PSTestbed``), compute from Eq. 4 fitted to the grid, the transfer
+    from the model's size (Table 1's parameters x bytes each) over ``link_mb_s`` links."""
+    tb = speed.get("testbed")
+    if tb is None:
+        return None
+    if speed.get("locality") is not None:
+        raise ProfileError(f"{where}: speed.testbed and speed.locality are two models of placement: give one")
+    try:
+        size = float(tb["params_m"]) * float(tb.get("bytes_per_param", 4))
+        link = float(tb["link_mb_s"])
+    except (TypeError, KeyError, ValueError):
+        raise ProfileError(f"{where}: speed.testbed needs params_m (millions) and link_mb_s (MB/s)") from None
+    if not (size > 0 and link > 0):
+        raise ProfileError(f"{where}: speed.testbed sizes and bandwidth must be > 0, got {tb!r}")
+    m = prof.batch_size
+    pts = [((p, w), v / m) for (p, w), v in zip(prof.model.keys, prof.model.values)]
+    return PSTestbed(_fit(OptimusSpeed("sync", m), pts).theta, size, link, "sync", m)
 
 
 def _ps_placed(locality, rate: float, p: int, w: int, nodes: int) -> float:

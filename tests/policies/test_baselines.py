@@ -212,3 +212,21 @@ def test_tetris_weighs_remaining_time():
 def test_bad_parameters_are_clear_errors(name, params):
     with pytest.raises((ValueError, KeyError)):
         policies.make(name, **params)
+
+
+def test_tetris_shares_the_cluster_when_bundles_stop_paying():
+    """Two ResNext-110 PS jobs on the testbed speed (1GbE, simulator/profiles/optimus.yaml), b ten
+    times shorter. Remaining time alone would hand b bundle after bundle up to the 8 GPUs and leave
+    a waiting; remaining work (time x resources held) grows once a bundle barely speeds b up, so a
+    runs beside it (Optimus §6.1's Tetris packs jobs; Grandl §3.3)."""
+    from clustersim.simulator import profiles
+    zoo = profiles.load()
+    cl = Cluster([NodeGroup(2, 4.0, 32.0, 256.0)])
+    roles = (RoleSpec("ps", 1, 0.0, 3.0, 10.0, 1, 8), RoleSpec("worker", 1, 1.0, 2.0, 10.0, 1, 8))
+    a = JobSpec(0, "a", 0.0, roles, total_work=1e6, duration=1e6, profile="resnext110")
+    b = JobSpec(1, "b", 0.0, roles, total_work=1e5, duration=1e5, profile="resnext110")
+    engine = Engine([a, b], cl, policies.make("tetris"), speed=zoo.speed, until=1.0, progress=False)
+    engine.run()
+    ca, cb = task_counts(engine.states["a"].allocation), task_counts(engine.states["b"].allocation)
+    assert ca and cb                                   # both run
+    assert cb["worker"] >= ca["worker"]                # the shorter job still comes first

@@ -202,3 +202,71 @@ def test_remaining_time_aims_at_each_jobs_own_threshold():
     fixed = policies.make("optimus", loose_threshold=0.0, threshold=0.01)
     fixed.cache = {}
     assert fixed.remaining(view(0.02)) == pytest.approx(tight)
+
+
+def test_the_oracle_aims_at_the_loose_threshold_first_with_true_epochs():
+    """Seq2Seq's curve (Fig. 5), 100 iterations an epoch, δ = 1%, patience 5, so the job converges
+    at epochs_to_converge(b, 0.01) and reaches δ' = 3% at epochs_to_converge(b, 0.03): before that
+    the oracle's Q is the true work to δ' x 1.05 (§4.1), after it the true remaining work."""
+    from clustersim.simulator.job import JobState
+    from clustersim.simulator.view import JobView, Observer
+    final, loose = epochs_to_converge(SEQ2SEQ, 0.01, False, 5), epochs_to_converge(SEQ2SEQ, 0.03, False, 5)
+    assert loose < final
+    curve = LossCurve(SEQ2SEQ, 100.0, final, 0.0, 0, 0.01)
+    st = JobState(JobSpec(index=0, job_id="o", submit_time=0.0, roles=(PS, WORKER), total_work=final * 100.0,
+                          duration=final * 100.0, curve=curve))
+    pol = policies.make("optimus_oracle")
+    pol.cache = {}
+    st.progress = 100.0                       # one epoch done
+    assert pol.remaining(JobView(st, Observer(), oracle=True)) == pytest.approx((loose - 1) * 100.0 * 1.05)
+    st.progress = (loose + 1) * 100.0         # past δ'
+    assert pol.remaining(JobView(st, Observer(), oracle=True)) == pytest.approx((final - loose - 1) * 100.0)
+    plain = policies.make("optimus_oracle", loose_threshold=0.0)
+    plain.cache = {}
+    st.progress = 100.0
+    assert plain.remaining(JobView(st, Observer(), oracle=True)) == pytest.approx((final - 1) * 100.0)
+
+
+def test_fewest_servers_count_gpu_servers_for_gpu_jobs():
+    """The testbed (§6.1): CPU servers (0 GPU, 16 cores, 80 GB), GPU servers (2 GPUs, 8 cores, 48 GB).
+    1 PS (3 cores, 9 GB) + 2 workers (1 GPU, 2 cores, 8 GB): 7 cores, 25 GB -> one GPU server.
+    3 PS + 2 workers: 13 cores -> ceil(13 / 8) = 2 GPU servers (the largest server per resource,
+    16 cores and 2 GPUs, would say 1). A CPU-only job: 13 cores on one 16-core CPU server."""
+    from clustersim.policies.optimus import _fewest_nodes, _server_sizes
+    cap = np.array([[0.0, 16.0, 80.0]] * 7 + [[2.0, 8.0, 48.0]] * 6)
+    sizes = _server_sizes(cap)
+    roles = (RoleSpec("ps", 1, 0.0, 3.0, 9.0, 1, 6), RoleSpec("worker", 1, 1.0, 2.0, 8.0, 1, 6))
+    gpu = JobSpec(index=0, job_id="g", submit_time=0.0, roles=roles, total_work=1.0, duration=1.0)
+    assert _fewest_nodes(gpu, {"ps": 1, "worker": 2}, sizes) == 1
+    assert _fewest_nodes(gpu, {"ps": 3, "worker": 2}, sizes) == 2
+    cpu_roles = (RoleSpec("ps", 1, 0.0, 3.0, 9.0, 1, 6), RoleSpec("worker", 1, 0.0, 2.0, 8.0, 1, 6))
+    cpu = JobSpec(index=1, job_id="c", submit_time=0.0, roles=cpu_roles, total_work=1.0, duration=1.0)
+    assert _fewest_nodes(cpu, {"ps": 3, "worker": 2}, sizes) == 1
+
+
+def test_convergence_error_is_on_the_total_epochs():
+    """§6.3.1: "the true number of epochs for convergence is v ... we use v·(1+e) or v·(1−e)". A job
+    of 6,000 iterations with 4,000 done and e = 0.2: the scheduler sees 6,000 x 1.2 − 4,000 = 3,200
+    or 6,000 x 0.8 − 4,000 = 800 left (not 2,000 x (1 ± 0.2)); below what is done, half an epoch."""
+    from clustersim.simulator.job import JobState
+    from clustersim.simulator.view import JobView, Observer
+    curve = LossCurve(SEQ2SEQ, 100.0, 60, 0.0, 0, 0.01)
+    st = JobState(JobSpec(index=0, job_id="e", submit_time=0.0, roles=(PS, WORKER), total_work=6000.0,
+                          duration=6000.0, curve=curve))
+    st.progress = 4000.0
+    seen = set()
+    for seed in range(8):
+        pol = policies.make("optimus_oracle", prediction_error=0.2, error_on="convergence", loose_threshold=0.0,
+                            seed=seed)
+        pol.cache = {}
+        pol.speed = lambda job: (lambda p, w: 1.0)
+        seen.add(round(pol.estimate(JobView(st, Observer(), oracle=True), None).q, 6))
+    assert seen == {3200.0, 800.0}
+    seen = set()
+    for seed in range(8):   # e = 0.5: 6,000 x 1.5 − 4,000 = 5,000, or 3,000 − 4,000 < 0: 50 (half an epoch)
+        pol = policies.make("optimus_oracle", prediction_error=0.5, error_on="convergence", loose_threshold=0.0,
+                            seed=seed)
+        pol.cache = {}
+        pol.speed = lambda job: (lambda p, w: 1.0)
+        seen.add(round(pol.estimate(JobView(st, Observer(), oracle=True), None).q, 6))
+    assert seen == {5000.0, 50.0}

@@ -143,12 +143,50 @@ def test_measured_gpu_tables_are_reproduced_at_their_points():
 
 
 def test_ps_grid_profile_gives_steps_per_second():
-    spec = gpu_job("j", 0, 1, 1.0, profile="resnext110")
+    spec = gpu_job("j", 0, 1, 1.0, profile="vgg16_ps")
     spread = {"ps": {0: 1, 1: 1, 2: 1}, "worker": {i: 1 for i in range(3, 8)}}   # every task on its own node
-    assert ZOO.speed.rate(spec, spread, None) == pytest.approx(270.4 / 128)
+    assert ZOO.speed.rate(spec, spread, None) == pytest.approx(11.5 / 32)
     assert ZOO.speed.rate(spec, {"worker": {0: 5}}, None) == 0.0
     # packed on one node, part of the transfer moves within it: faster than measured (spread)
-    assert ZOO.speed.rate(spec, {"ps": {0: 3}, "worker": {0: 5}}, None) > 270.4 / 128
+    assert ZOO.speed.rate(spec, {"ps": {0: 3}, "worker": {0: 5}}, None) > 11.5 / 32
+
+
+def test_testbed_speed_by_hand():
+    """Eq. 4 compute θ = (0.01, 0.5, -, 0.02, 0.01), M = 32; S = 100 MB over 125 MB/s links.
+    p = w = 2, each task alone: a PS exchanges with 2 remote workers, a worker with 2 remote PS:
+    transfer 2 x (100/2) x 2 / 125 = 1.6 s; compute 0.01 x 32/2 + 0.5 + 0.02 x 2 + 0.01 x 2 = 0.72 s.
+    One PS and one worker on each of 2 servers: 1 remote each, 0.8 s. All on one server: 0 s.
+    Async (m = 32 per worker): compute 0.01 x 32 + 0.56 = 0.88 s, w = 2 steps per step time."""
+    from clustersim.simulator.speed import PSTestbed, spread_evenly
+    sync = PSTestbed((0.01, 0.5, 9.9, 0.02, 0.01), 100.0, 125.0, "sync", 32.0)
+    alone = ((1, 0), (1, 0), (0, 1), (0, 1))
+    assert sync.transfer_s(2, 2, alone) == pytest.approx(1.6)
+    assert sync.rate(2, 2, alone) == pytest.approx(1 / 2.32)
+    assert sync.rate(2, 2) == pytest.approx(1 / 2.32)             # default: every task on its own server
+    assert sync.rate(2, 2, ((1, 1), (1, 1))) == pytest.approx(1 / 1.52)
+    assert sync.rate(2, 2, ((2, 2),)) == pytest.approx(1 / 0.72)
+    assert sync.rate(0, 2) == 0.0
+    asyn = PSTestbed((0.01, 0.5, 9.9, 0.02, 0.01), 100.0, 125.0, "async", 32.0)
+    assert asyn.rate(2, 2, alone) == pytest.approx(2 / 2.48)
+    # PAA's even split (balance 1) against a most loaded PS with 1.5x its share
+    assert PSTestbed((0.01, 0.5, 0, 0.02, 0.01), 100.0, 125.0, balance=1.5).transfer_s(2, 2, alone) == pytest.approx(2.4)
+    assert spread_evenly(3, 2, 2) == ((2, 1), (1, 1))
+    assert spread_evenly(2, 2, 9) == ((1, 0), (1, 0), (0, 1), (0, 1))
+
+
+def test_testbed_profiles_see_where_tasks_run():
+    """The Optimus Table 1 profiles run on the testbed model (1GbE, Table 1 sizes): the engine
+    hands it each server's PS and workers; fewer servers, as Theorem 1 says, are faster."""
+    spec = gpu_job("j", 0, 1, 1.0, profile="resnet50_ps")
+    tb = ZOO.profile("resnet50_ps").testbed
+    assert tb.size_mb == 100.0 and tb.link_mb_s == 125.0                        # Table 1: 25M parameters x 4 B
+    one = ZOO.speed.rate(spec, {"ps": {0: 1}, "worker": {0: 2}}, None)
+    two = ZOO.speed.rate(spec, {"ps": {0: 1}, "worker": {1: 2}}, None)
+    three = ZOO.speed.rate(spec, {"ps": {0: 1}, "worker": {1: 1, 2: 1}}, None)
+    assert one == pytest.approx(tb.rate(1, 2, ((1, 2),))) and two == pytest.approx(tb.rate(1, 2, ((1, 0), (0, 2))))
+    assert one > two == pytest.approx(three)   # the PS's 2 remote workers set the step either way
+    asyn = ZOO.profile("resnet50_ps_async").testbed
+    assert (asyn.mode, asyn.size_mb) == ("async", 100.0)
 
 
 def test_ps_locality_by_hand():
@@ -178,3 +216,35 @@ def test_fit_rejects_bad_samples():
         OptimusSpeed("sync").fit([((1, 1), 1.0)])
     with pytest.raises(ValueError, match="need 4 finite numbers"):
         OptimusSpeed("async", theta=[1, 2, 3])
+
+
+def test_paa_by_hand():
+    """Algorithm 2 on blocks of 10, 6, 3 and 0.05 (millions of parameters) over 2 PS: avg = 19.05/2
+    = 9.525, 1% of it 0.09525.
+    10 >= avg: cut; 9.525 to the PS holding least (PS0, tie -> lowest), 0.475 back in the queue.
+    6: best fit, room 0 on PS0 and 9.525 on PS1 -> PS1.  3: room 0 / 3.525 -> PS1.
+    0.475 (>= 1%): room 0 / 0.525 -> PS1.  0.05 (< 1%): the PS with fewer requests (PS0: 1, PS1: 3).
+    Sizes 9.575 and 9.475: difference 0.1; requests 2 and 3: difference 1; 5 requests in all."""
+    from clustersim.simulator.speed import paa_assign, ps_load
+    a = paa_assign([10.0, 6.0, 3.0, 0.05], 2)
+    assert a[0] == [(0, pytest.approx(9.525)), (1, pytest.approx(0.475))]
+    assert a[1] == [(1, 6.0)] and a[2] == [(1, 3.0)] and a[3] == [(0, 0.05)]
+    load = ps_load(a, 2)
+    assert load["size_diff"] == pytest.approx(0.1) and load["request_diff"] == 1 and load["requests"] == 5
+    assert load["balance"] == pytest.approx(9.575 * 2 / 19.05)
+
+
+def test_paa_against_mxnet_on_many_small_blocks():
+    """Table 3's pattern (ResNet-50: 157 blocks, MXNet 247 requests and a 3.6M size gap, PAA 157 and
+    0.1M): blocks under 10^6 parameters go to random PS in MXNet, and the big ones are sliced over
+    every PS; PAA cuts no block when none exceeds avg (one request per block, the fewest) and
+    evens out the sizes. (Here 7.4M against 0.65M apart; the most loaded PS holds 1.46x against
+    1.03x an even share. The request spread is not always smaller: best fit may stack small blocks.)"""
+    import numpy as np
+    from clustersim.simulator.speed import mxnet_assign, paa_assign, ps_load
+    rng = np.random.default_rng(0)
+    blocks = list(rng.uniform(1e3, 9e5, size=150)) + [2.36e6] * 7   # 157 blocks
+    mx = ps_load(mxnet_assign(blocks, 10, np.random.default_rng(1)), 10)
+    paa = ps_load(paa_assign(blocks, 10), 10)
+    assert paa["requests"] == 157 and mx["requests"] == 150 + 7 * 10
+    assert paa["size_diff"] < mx["size_diff"] and paa["balance"] < mx["balance"]

@@ -9,6 +9,7 @@ from clustersim import traces
 from clustersim.simulator.rng import component_rng
 from clustersim.traces import synthetic
 from clustersim.traces.load import load
+from clustersim.traces.schema import TraceError
 
 
 def gen(seed=0, **params):
@@ -85,6 +86,11 @@ def test_optimus_testbed_workload():
         assert (ps["count"], worker["count"], ps["max_count"]) == (1, 1, 12)
         if row["model"].removesuffix("/async") == "ResNet-50":
             assert (ps["cpu"], ps["mem"], worker["cpu"], worker["mem"], worker["gpu"]) == (3, 9, 2, 8, 1)
+    # §6.3.2 (Fig. 16): Poisson, 3 arrivals per 20-minute interval: 59 gaps of mean 400 s
+    poisson = np.array(gen(generator="optimus", arrival="poisson")["submit_time"])
+    assert poisson[0] == 0.0 and (np.diff(poisson) >= 0).all() and 200 < np.diff(poisson).mean() < 600
+    with pytest.raises(TraceError, match="synthetic optimus: arrival must be 'uniform' or 'poisson', got 'google'"):
+        gen(generator="optimus", arrival="google")
 
 
 @pytest.mark.parametrize("workload, n", [("W1", 40), ("W2", 20), ("W3", 40), ("W4", 40)])
