@@ -20,8 +20,7 @@ import math
 from typing import Literal
 
 from clustersim.policies.base import View, register
-from clustersim.policies.periodic import Active, Periodic, Step
-from clustersim.policies.placement import PlacementAnyCluster
+from clustersim.policies.periodic import Active, Periodic, PeriodicPlacement, Step
 from clustersim.simulator.cluster import EPS
 from clustersim.simulator.params import Positive
 
@@ -31,7 +30,7 @@ class Drf(Periodic):
     name = "drf"
     tags = frozenset({"elastic", "multi-resource", "ps"})
 
-    def __init__(self, interval: Positive = 1200.0, placement: PlacementAnyCluster | Literal["theorem1"] = "spread",
+    def __init__(self, interval: Positive = 1200.0, placement: PeriodicPlacement = "spread",
                  event_driven: bool = False,
                  fair_share: Literal["job", "tenant"] = "job"):
         super().__init__(interval, placement, event_driven)

@@ -21,7 +21,7 @@ import numpy as np
 
 from clustersim.policies.base import Decision, JobView, Policy, View
 from clustersim.policies.optimus import theorem1
-from clustersim.policies.placement import PlacementAnyCluster, merge, shrink, strategy
+from clustersim.policies.placement import merge, shrink, strategy
 from clustersim.simulator.params import Positive
 from clustersim.simulator.job import task_counts, task_demand
 
@@ -91,8 +91,13 @@ class Step:
         self.counts = counts
 
 
+# a placement strategy of policies/placement.py that needs no cluster, or Optimus's own (theorem1:
+# Optimus Fig. 17's ablations); one flat Literal so that a bad value lists the choices
+PeriodicPlacement = Literal["first_fit", "best_fit", "consolidate", "spread", "align", "most_free", "theorem1"]
+
+
 class Periodic(Policy):
-    def __init__(self, interval: Positive = 1200.0, placement: PlacementAnyCluster | Literal["theorem1"] = "spread",
+    def __init__(self, interval: Positive = 1200.0, placement: PeriodicPlacement = "spread",
                  event_driven: bool = False):
         self.interval = float(interval)
         # theorem1: Optimus's placement for this allocation (Optimus Fig. 17's ablations)

@@ -27,13 +27,11 @@ See periodic.py.
 
 from __future__ import annotations
 
-from typing import Literal
 
 import numpy as np
 
 from clustersim.policies.base import View, register
-from clustersim.policies.periodic import Active, Periodic, Step
-from clustersim.policies.placement import PlacementAnyCluster
+from clustersim.policies.periodic import Active, Periodic, PeriodicPlacement, Step
 from clustersim.simulator.cluster import EPS
 from clustersim.simulator.errors import PolicyError
 from clustersim.simulator.params import NonNegative, Positive
@@ -45,7 +43,7 @@ class Tetris(Periodic):
     oracle = True
     tags = frozenset({"oracle", "elastic", "multi-resource", "ps"})
 
-    def __init__(self, interval: Positive = 1200.0, placement: PlacementAnyCluster | Literal["theorem1"] = "align",
+    def __init__(self, interval: Positive = 1200.0, placement: PeriodicPlacement = "align",
                  event_driven: bool = False,
                  srtf_weight: NonNegative = 1.0):
         super().__init__(interval, placement, event_driven)
