@@ -27,8 +27,9 @@ as it is, with the input behind the gap.
 def fmt(v: float | None, unit: str) -> str:
     if v is None:
         return "—"
-    if unit == "%" or unit.startswith("%"):
-        return f"{v:+.1f}%" if unit == "%" else f"{v:.1f}%"
+    if unit.startswith("%"):
+        digits = 2 if abs(v) < 10 else 1
+        return f"{v:+.{digits}f}%" if unit == "%" else f"{v:.{digits}f}%"
     if unit == "x":
         return f"{v:.2f}×"
     a = abs(v)
