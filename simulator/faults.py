@@ -211,7 +211,7 @@ class FaultModel:
 
     def changed(self, st: JobState, change: Change) -> None:
         """A job (re)started or changed its allocation: checkpoints, and the failures ahead."""
-        job, now = st.spec.job_id, self.engine.env.now
+        job, now = st.spec.job_id, self.engine.now
         self._alloc[job] = token = self._alloc.get(job, 0) + 1
         if job in self._slow and not self._stays(job, st.allocation):   # the policy removed the straggler
             self._slow.pop(job)
@@ -240,7 +240,7 @@ class FaultModel:
     def restore(self, st: JobState, cause: StopReason) -> tuple[float, float, float]:
         """The job failed and stopped: back to its last checkpoint (a node failure loses the
         in-memory one). Returns what was lost: (iterations, s of training, GPU-seconds)."""
-        job, now = st.spec.job_id, self.engine.env.now
+        job, now = st.spec.job_id, self.engine.now
         self._failed_at[job] = now
         self._slow.pop(job, None)
         stores = st.ckpts or [[math.inf, math.inf, (now, st.progress, st.service)]]
@@ -299,7 +299,7 @@ class FaultModel:
             return
         rng, n = self._rng["node"], self.node
         repair = n.repair_s if n.repair == "fixed" else rng.exponential(n.repair_s) if n.repair_s > 0 else 0.0
-        eng.fail_node(eng.env.now, node, repair)
+        eng.fail_node(eng.now, node, repair)
         eng.at(repair + rng.exponential(n.mtbf_h * 3600.0), partial(self._node_fails, node))
 
     def _task_fails(self, job: str, token: int) -> None:
@@ -422,7 +422,7 @@ class FaultModel:
         if rec[1] and k == len(rec[0]) - 1:
             length *= 1 - 1e-9   # a hair before its recorded end: at its recorded speed it fails, not finishes
         job, token = st.spec.job_id, self._attempt[st.spec.job_id]
-        self.engine.at(st.busy_until - self.engine.env.now + length, partial(self._replayed_failure, job, token),
+        self.engine.at(st.busy_until - self.engine.now + length, partial(self._replayed_failure, job, token),
                        first=True)
 
     def _replayed_failure(self, job: str, attempt: int) -> None:
