@@ -24,6 +24,7 @@ from tqdm import tqdm
 
 from clustersim.simulator.cluster import Cluster
 from clustersim.simulator.errors import PolicyError
+from clustersim.simulator.faults import Capabilities, World
 from clustersim.simulator.job import EMPTY, Failure, JobSpec, JobState, Status, StopReason, alloc_gpus, nodes_of
 from clustersim.simulator.metrics import Recorder
 from clustersim.simulator.overhead import Change, ConstantOverhead, OverheadModel
@@ -75,7 +76,7 @@ class Engine:
                  until: float | None = None, progress: bool | None = None,
                  decision_interval: float | None = None, limits: Limits | None = None,
                  observe: Observe | None = None, usage=None, seed: int = 0, faults=None):
-        self.faults = faults   # simulator.faults.FaultModel or None: failures, slowdowns, checkpoints
+        self.faults = faults   # simulator.faults.FaultModel or None: failures, slowdowns, checkpoints (via Hooks)
         self.cluster = cluster
         self.policy = policy
         self.speed = speed or LinearSpeed()
@@ -136,7 +137,8 @@ class Engine:
     def run(self) -> Recorder:
         self.policy.reset(self._view())
         if self.faults is not None:
-            self.faults.attach(self)
+            world = World(self.jobs, self.cluster.num_nodes, self.speed, self.cluster, self.clock.usage)
+            self.faults.attach(self, world, Capabilities.of(self.policy))
         if self.jobs:
             self._at(self.jobs[0].submit_time, self._arrive)
         try:
