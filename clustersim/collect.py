@@ -31,7 +31,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from clustersim.sweep import expected, hash_of, run_hash, safe
+from clustersim.rundirs import expected, hash_of, run_hash, safe
 
 CHOICES = ("trace", "cluster", "policy", "overhead", "profile")
 DATASETS = ("runs", "jobs", "timelines", "tenants")

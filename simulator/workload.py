@@ -28,7 +28,7 @@ from clustersim.simulator.job import JobSpec, RoleSpec
 from clustersim.simulator.params import NonNegative, PositiveCount, Range, check_params
 from clustersim.simulator.rng import component_rng
 from clustersim.simulator.errors import TraceError
-from clustersim.traces.schema import role_rows
+from clustersim.simulator.arrow import role_rows
 
 COLUMNS = ["job_id", "submit_time", "duration", "iterations", "roles", "tenant", "user", "model",
            "deadline", "priority", "batch_size", "gpu_type"]

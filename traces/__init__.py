@@ -16,12 +16,11 @@ from typing import Callable
 
 import pyarrow as pa
 
+from clustersim.simulator.paths import BUNDLED, DATA, resolve  # noqa: F401  (part of this package's API)
 from clustersim.simulator.registry import Registry
 from clustersim.traces.collect import BadRows
 from clustersim.traces.schema import TraceError, validate
 
-DATA = Path(__file__).parent / "data"
-BUNDLED = "bundled:"
 
 Reader = Callable[..., pa.Table]
 
@@ -54,15 +53,6 @@ def get(fmt: str) -> Format:
     except KeyError as err:
         raise TraceError(err.args[0]) from None
     return Format(e.name, e.obj, e.meta["files"], e.obj.__module__)
-
-
-def resolve(path: str | Path) -> Path:
-    """A path as given, or ``bundled:<rel>`` for a file shipped in ``traces/data``."""
-    s = str(path)
-    p = DATA / s[len(BUNDLED):] if s.startswith(BUNDLED) else Path(s).expanduser()
-    if not p.exists():
-        raise TraceError(f"{s}: no such trace file ({p})")
-    return p
 
 
 def prepare(fmt: str, path: str | Path, options: dict) -> tuple[Format, Path, dict]:
