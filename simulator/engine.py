@@ -10,7 +10,8 @@ Guards end a run that runs away (an event budget, a simulated-time limit, a live
 detector) with a message naming the policy and the state.
 
 Events sit in one heap of (time, priority, order scheduled, handler, arguments): at one instant
-urgent events (a fault model's ``first``) run before normal ones, decisions after both.
+urgent events (a fault model's ``first``) run before normal ones. The one pending decision is not
+an event in the heap: the loop runs it once every event up to its time has been handled.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ from clustersim.simulator.rng import component_rng
 from clustersim.simulator.speed import LinearSpeed, SpeedModel
 from clustersim.simulator.view import ClusterView, Decision, JobView, Observer, View, read_only
 
-URGENT, NORMAL, DECIDE = 0, 1, 2   # priorities at one instant: decisions run after every other event
+URGENT, NORMAL = 0, 1   # priorities at one instant (the pending decision runs after both)
 
 
 class RunawayError(PolicyError):
@@ -153,16 +154,24 @@ class Engine:
         return self.recorder
 
     def _loop(self) -> None:
-        """Handle the events in time order (ties: priority, then the order they were scheduled)
-        until none is left, the run halts, or ``until`` comes (no event at ``until`` itself runs)."""
+        """Handle the events in time order (ties: priority, then the order they were scheduled) and
+        the pending decision once every event up to its time is handled, until nothing is left, the
+        run halts, or ``until`` comes (nothing at ``until`` itself runs)."""
         queue, clock = self._queue, self.clock
         until = math.inf if self.until is None else self.until
-        while queue and not self._halted:
-            if queue[0][0] >= until:
+        while not self._halted:
+            decide_at = self._decision_at
+            if queue and (decide_at is None or queue[0][0] <= decide_at):
+                if queue[0][0] >= until:
+                    break
+                t, _, _, handle, args = heappop(queue)
+                self.now = clock.now = t
+                handle(*args)
+            elif decide_at is not None and decide_at < until:
+                self.now = clock.now = decide_at
+                self._decide()
+            else:
                 break
-            t, _, _, handle, args = heappop(queue)
-            self.now = clock.now = t
-            handle(*args)
         if self.until is not None and not self._halted:
             self.now = clock.now = self.until
 
@@ -326,8 +335,7 @@ class Engine:
             # relative) past a multiple being on it; never before now (k x interval rounds too)
             at = max(math.ceil(now / self.interval * (1 - 1e-12)) * self.interval, now)
         if self._decision_at is None or at < self._decision_at:
-            self._decision_at = at
-            self._at(at - now, self._decide, at, priority=DECIDE)
+            self._decision_at = at   # the loop runs it after the events of that instant
 
     def _view(self) -> View:
         for job in self._reported:   # policies have seen them ended: their samples are done with
@@ -338,9 +346,7 @@ class Engine:
         self._arrived, self._finished, self._stopped = [], [], []
         return view
 
-    def _decide(self, at: float) -> None:
-        if self._decision_at != at:
-            return
+    def _decide(self) -> None:
         self._count()
         self._decision_at = None
         self.decisions += 1
