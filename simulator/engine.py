@@ -115,7 +115,8 @@ class Engine:
         self._wakeup_at: float | None = None
         self._lingering: dict[str, list] = {}   # job -> [(allocation, gpus)] a graceful scale-in still holds
         noise = self.observe.throughput_noise
-        self.progress = Progress(noise, self.observe.samples_kept, component_rng(seed, "observe") if noise > 0 else None)
+        self.progress = Progress(noise, self.observe.samples_kept,
+                                 component_rng(seed, "observe") if noise > 0 else None)
         self._on_stop: list = []   # subscribers: fn(now, state, reason) at every stop of a running job
         self._on_rate: list = []   # subscribers: fn(now, state) at every change of a job's rate
         self.recorder = Recorder(cluster)
@@ -464,11 +465,12 @@ class Engine:
         moving = st.rate > 0
         self._moving += moving - was_moving
         self._moved = self._moved or moving
+        # Next has a completion only when it comes before the phase's end, which would then be stale
         if nxt is not None:
-            if nxt.phase_end is not None:
-                self._at_time(nxt.phase_end, self._phase_end, st, st.version)
             if nxt.completion is not None:
                 self._at_time(nxt.completion, self._complete, st, st.version)
+            elif nxt.phase_end is not None:
+                self._at_time(nxt.phase_end, self._phase_end, st, st.version)
         for fn in self._on_rate:
             fn(self.now, st)
 
