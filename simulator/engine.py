@@ -82,8 +82,8 @@ class Engine:
         self.policy = policy
         self.speed = speed or LinearSpeed()
         self.overhead = overhead or ConstantOverhead()
-        if until is not None and not (math.isfinite(until) and until > 0):
-            raise ValueError(f"until must be a finite time > 0, got {until!r}")
+        if until is not None and not (math.isfinite(until) and until >= 0):
+            raise ValueError(f"until must be a finite time >= 0, got {until!r}")
         if decision_interval is not None and not (math.isfinite(decision_interval) and decision_interval > 0):
             raise ValueError(f"decision_interval must be a finite number of seconds > 0, got {decision_interval!r}")
         self.until = until

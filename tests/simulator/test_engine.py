@@ -275,3 +275,10 @@ def test_a_huge_decision_interval_decides_at_its_rounds_not_in_the_past():
     states, _ = run(jobs(gpu_job("a", 0.0, 2, 100.0), gpu_job("b", 30.0, 2, 50.0)), Fifo(), decision_interval=1e300)
     assert (states["a"].first_start, states["a"].end_time) == (0.0, 100.0)
     assert states["b"].first_start == 1e300
+
+
+def test_until_zero_runs_nothing_and_leaves_every_job_unfinished_at_zero():
+    # nothing at ``until`` itself runs: not even the arrivals at 0 (SimPy refused until=0 outright)
+    states, rec = run(jobs(gpu_job("a", 0.0, 2, 10.0)), Fifo(), until=0.0)
+    assert states["a"].first_start is None and rec.end_time == 0.0
+    assert [u["reason"] for u in rec.unfinished] == ["still pending at until=0 s"]
