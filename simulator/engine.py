@@ -70,7 +70,6 @@ class Observe:
     declared_iterations: bool = False   # jobs declare their iterations (JobView.declared_iterations)
 
 
-
 class Engine:
     def __init__(self, jobs: list[JobSpec], cluster: Cluster, policy, *,
                  speed: SpeedModel | None = None, overhead: OverheadModel | None = None,
@@ -333,8 +332,11 @@ class Engine:
         at = now
         if self.interval is not None:
             # rounds: the next multiple of the interval, a time within rounding error (1e-12
-            # relative) past a multiple being on it; never before now (k x interval rounds too)
-            at = max(math.ceil(now / self.interval * (1 - 1e-12)) * self.interval, now)
+            # relative) past a multiple being on it; never before now (k x interval rounds too).
+            # Past 2**53 intervals the multiples are finer than a float at now: now is on one.
+            k = now / self.interval * (1 - 1e-12)
+            if k < 2.0**53:
+                at = max(math.ceil(k) * self.interval, now)
         if self._decision_at is None or at < self._decision_at:
             self._decision_at = at   # the loop runs it after the events of that instant
 

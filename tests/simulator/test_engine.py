@@ -282,3 +282,10 @@ def test_until_zero_runs_nothing_and_leaves_every_job_unfinished_at_zero():
     states, rec = run(jobs(gpu_job("a", 0.0, 2, 10.0)), Fifo(), until=0.0)
     assert states["a"].first_start is None and rec.end_time == 0.0
     assert [u["reason"] for u in rec.unfinished] == ["still pending at until=0 s"]
+
+
+def test_a_decision_interval_finer_than_a_float_at_the_time_decides_then():
+    # 1e10 s / 1e-300 s overflows a float: rounds that fine are every instant (it failed converting
+    # infinity to an integer)
+    states, _ = run(jobs(gpu_job("a", 1e10, 2, 10.0)), Fifo(), decision_interval=1e-300)
+    assert states["a"].first_start == 1e10 and states["a"].end_time == 1e10 + 10.0
