@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN = $(VENV)/bin
 EXTRAS ?= dev,calibrate
 
-.PHONY: run test bench golden dev package clean
+.PHONY: run test bench golden reproduce dev package clean
 
 # the dependencies, once (re-run when pyproject.toml or EXTRAS change)
 $(VENV)/.deps-$(EXTRAS): pyproject.toml
@@ -29,6 +29,11 @@ test: package
 # the performance suite (docs/performance.md): BENCH_ARGS="--full" adds the 1M-job points (minutes)
 bench: package
 	$(BIN)/python benchmarks/suite.py $(BENCH_ARGS)
+
+# every paper's reproduction cases over 5 seeds (docs/reproductions.md, regenerated with its figures);
+# REPRODUCE_ARGS="-- hydra/launcher=joblib" runs each sweep on all local cores
+reproduce: package
+	$(BIN)/clustersim-reproduce --publish $(REPRODUCE_ARGS)
 
 # rerun the golden cases (tests/golden), print every figure that moved, rewrite summaries.json
 golden: package

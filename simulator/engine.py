@@ -74,7 +74,7 @@ class Engine:
     def __init__(self, jobs: list[JobSpec], cluster: Cluster, policy, *,
                  speed: SpeedModel | None = None, overhead: OverheadModel | None = None,
                  until: float | None = None, progress: bool | None = None,
-                 decision_interval: float | None = None, limits: Limits | None = None,
+                 decision_interval: float | None = None, slot_from_last: bool = False, limits: Limits | None = None,
                  observe: Observe | None = None, usage=None, seed: int = 0, faults=None):
         self.faults = faults   # simulator.faults.FaultModel or None: failures, slowdowns, checkpoints (via Hooks)
         self.cluster = cluster
@@ -87,6 +87,8 @@ class Engine:
             raise ValueError(f"decision_interval must be a finite number of seconds > 0, got {decision_interval!r}")
         self.until = until
         self.interval = decision_interval
+        self.slot_from_last = slot_from_last   # rounds start a slot after the last decision, not at multiples
+        self._slot_start = -math.inf           # time of the last decision (slot_from_last)
         self.limits = limits or Limits()
         self.observe = observe or Observe()
         self.jobs = sorted(jobs, key=lambda j: (j.submit_time, j.index))
@@ -330,7 +332,9 @@ class Engine:
     def _request_decision(self) -> None:
         now = self.now
         at = now
-        if self.interval is not None:
+        if self.interval is not None and self.slot_from_last:   # ElasticFlow's scheduler.py: events within a
+            at = max(now, self._slot_start + self.interval)      # slot of the last decision wait for its end
+        elif self.interval is not None:
             # rounds: the next multiple of the interval, a time within rounding error (1e-12
             # relative) past a multiple being on it; never before now (k x interval rounds too).
             # Past 2**53 intervals the multiples are finer than a float at now: now is on one.
@@ -354,6 +358,7 @@ class Engine:
         self._decision_at = None
         self.decisions += 1
         now = self.now
+        self._slot_start = now
         view = self._view()
         self._watch_livelock(view)
         decision = self.policy.decide(view)

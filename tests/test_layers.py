@@ -10,6 +10,8 @@ ROOT = Path(__file__).resolve().parent.parent
 LAYERS = {"simulator": "clustersim.simulator", "traces": "clustersim.traces", "policies": "clustersim.policies",
           "clustersim": "clustersim"}
 RANK = {pkg: i for i, pkg in enumerate(LAYERS.values())}
+# old names kept as aliases of a moved module (sys.modules points them at it): not a dependency
+ALIASES = {"clustersim.policies.conformance": "clustersim.conformance"}
 
 
 def modules() -> dict[str, Path]:
@@ -57,7 +59,7 @@ GRAPH = {m: imports(m, f, modules()) for m, f in modules().items()}
 
 def test_every_layer_imports_only_itself_and_the_layers_below():
     upward = sorted(f"{m} -> {t}" for m, ts in GRAPH.items() for t in ts
-                    if RANK[layer(t)] > RANK[layer(m)] and t != layer(m))
+                    if RANK[layer(t)] > RANK[layer(m)] and t != layer(m) and ALIASES.get(m) != t)
     assert not upward, "imports against the layering:\n" + "\n".join(upward)
 
 

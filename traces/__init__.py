@@ -16,7 +16,7 @@ from typing import Callable
 
 import pyarrow as pa
 
-from clustersim.simulator.paths import BUNDLED, DATA, resolve  # noqa: F401  (part of this package's API)
+from clustersim.simulator.paths import BUNDLED, DATA, PKG, resolve  # noqa: F401  (part of this package's API)
 from clustersim.simulator.registry import Registry
 from clustersim.traces.collect import BadRows
 from clustersim.traces.schema import TraceError, validate
