@@ -104,7 +104,7 @@ def main() -> None:
     wall = time.perf_counter() - t0
     rows = timed.rows
     print(f"{args.policy}: {nodes} nodes x 8 GPUs, {len(jobs)} jobs; {len(rows)} decide calls timed "
-          f"(run {wall:.1f} s, simulated {engine.env.now:,.0f} s)")
+          f"(run {wall:.1f} s, simulated {engine.now:,.0f} s)")
     out = {"policy": args.policy, "nodes": nodes, "jobs": len(jobs)}
     for label, key, sel in (("all calls", "all", rows),
                             ("calls changing allocations", "changing", [r for r in rows if r[3]])):

@@ -33,7 +33,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from clustersim.sweep import expected, file_sha256, hash_of, run_hash, safe
+from clustersim.rundirs import expected, file_sha256, hash_of, run_hash, safe
 
 CHOICES = ("trace", "cluster", "policy", "overhead", "profile")
 DATASETS = ("runs", "jobs", "timelines", "tenants")

@@ -37,22 +37,16 @@ class UsageProbe:
         self.last_t, self.last = None, {}
         self.stops: Counter = Counter()
         engine.recorder.watch(self._sample)
-        stop = engine._stop
-
-        def counted(st, change, reason, released=False):
-            self.stops[reason.value] += 1
-            return stop(st, change, reason, released)
-
-        engine._stop = counted
+        engine.subscribe("stop", self._stopped)
         if track:
-            phase = engine._sample
+            engine.subscribe("rate", self._rate)
 
-            def traced(st, steady):
-                phase(st, steady)
-                if st.spec.job_id in self.rates:
-                    self.rates[st.spec.job_id].append((engine.env.now, st.rate))
+    def _stopped(self, now: float, st, reason) -> None:
+        self.stops[reason.value] += 1
 
-            engine._sample = traced
+    def _rate(self, now: float, st) -> None:
+        if st.spec.job_id in self.rates:
+            self.rates[st.spec.job_id].append((now, st.rate))
 
     def _sample(self, now: float) -> None:
         if self.last_t is not None and now > self.last_t:

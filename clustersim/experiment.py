@@ -27,7 +27,7 @@ from clustersim.simulator.errors import ConfigError, OutputError, UnfinishedJobs
 from clustersim.simulator.metrics import Recorder, atomic_write, format_summary
 from clustersim.simulator.params import Count, Range, check_params
 from clustersim.simulator.workload import Assignment, build_jobs
-from clustersim.sweep import output_digests
+from clustersim.rundirs import output_digests
 from clustersim.traces.cache import pid_alive
 from clustersim.traces.load import REJECTS_FILE, LoadReport
 from clustersim.traces.load import check_config as check_trace

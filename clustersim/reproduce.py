@@ -29,7 +29,7 @@ from pathlib import Path
 from clustersim.reproduction import (DEFAULT_SEEDS, QUICK_SEEDS, Case, Run, registry, select,
                                      summarise)
 from clustersim.simulator.metrics import atomic_write
-from clustersim.sweep import run_hash
+from clustersim.rundirs import run_hash
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
 

@@ -7,7 +7,8 @@ never becomes part of a path. A single run's directory also starts with its star
 microsecond (``runs/<date>_<time>_<name>``); a sweep's runs sit directly in the sweep directory, so
 re-running the same sweep into the same directory finds each run where it left it.
 
-The sweep callback (configs/config.yaml ``hydra.callbacks``) writes ``sweep.json`` (every run the
+The names and the manifest's reading live in ``clustersim/rundirs.py`` (``clustersim.collect`` reads
+them too, without Hydra); the sweep callback (configs/config.yaml ``hydra.callbacks``) writes ``sweep.json`` (every run the
 sweep will make, by its overrides and hash) into the sweep directory before the first run, shows
 a progress bar over the sweep's runs, and at the end reports complete, skipped, failed,
 incomplete and damaged runs; the command exits 1 when a run failed.
@@ -15,9 +16,7 @@ incomplete and damaged runs; the command exits 1 when a run failed.
 
 from __future__ import annotations
 
-import hashlib
 import json
-import re
 import sys
 import threading
 from pathlib import Path
@@ -25,49 +24,8 @@ from pathlib import Path
 from omegaconf import OmegaConf
 
 import clustersim.configs  # noqa: F401  (makes config.yaml's sweeper visible to Hydra's plugin scan)
-
-SWEEP_FILE = "sweep.json"
-_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
-_NO_EFFECT = ("hydra.", "hydra/", "+hydra", "progress=", "+progress=")   # overrides that change no result
-
-
-def safe(value, limit: int = 40) -> str:
-    """``value`` as one path component: letters, digits, ``_ . -`` only, no leading dot."""
-    s = _UNSAFE.sub("-", str(value)).strip(".-")
-    return s[:limit] or "x"
-
-
-def result_overrides(overrides) -> list[str]:
-    """The overrides that can change a run's results, sorted."""
-    return sorted(o for o in (str(x) for x in overrides or ()) if not o.startswith(_NO_EFFECT))
-
-
-def run_hash(overrides) -> str:
-    """8 hex digits identifying a run by its overrides (order does not matter)."""
-    return hashlib.sha1("\n".join(result_overrides(overrides)).encode()).hexdigest()[:8]
-
-
-def run_name(policy, trace, seed, overrides) -> str:
-    return f"{safe(policy)}_{safe(trace)}_s{safe(seed)}_{run_hash(overrides)}"
-
-
-def hash_of(run_dir: Path) -> str | None:
-    """The hash a run directory's name ends with, if it has one."""
-    tail = run_dir.name.rsplit("_", 1)[-1]
-    return tail if re.fullmatch(r"[0-9a-f]{8}", tail) else None
-
-
-def file_sha256(path: Path) -> str:
-    with open(path, "rb") as f:
-        return hashlib.file_digest(f, "sha256").hexdigest()
-
-
-def output_digests(run_dir: Path) -> dict[str, str]:
-    """SHA-256 of each output file of a run directory (run.json and hidden files aside), by name:
-    run.json records them and clustersim-collect checks them, so a deleted, truncated or
-    swapped-in output is reported, never collected."""
-    return {p.name: file_sha256(p) for p in sorted(Path(run_dir).iterdir())
-            if p.is_file() and p.name != "run.json" and not p.name.startswith(".")}
+from clustersim.rundirs import (SWEEP_FILE, expected, file_sha256, hash_of, output_digests,  # noqa: F401
+                                result_overrides, run_hash, run_name, safe)
 
 
 def register_resolvers() -> None:
@@ -99,18 +57,6 @@ def write_manifest(sweep_dir: Path, jobs: list[list[str]]) -> None:
     sweep_dir.mkdir(parents=True, exist_ok=True)
     data = {"runs": [{"overrides": list(j), "hash": run_hash(j)} for j in jobs]}
     atomic_write(sweep_dir / SWEEP_FILE, lambda p: Path(p).write_text(json.dumps(data, indent=2)))
-
-
-def expected(sweep_dir: Path) -> dict[str, list[str]] | None:
-    """hash -> overrides of every run the sweep in ``sweep_dir`` was asked for (None: no manifest).
-    A manifest that is not one (not JSON, another shape) is a ``ValueError`` naming the file."""
-    f = Path(sweep_dir) / SWEEP_FILE
-    if not f.is_file():
-        return None
-    try:
-        return {str(r["hash"]): [str(o) for o in r["overrides"]] for r in json.loads(f.read_text())["runs"]}
-    except (ValueError, TypeError, KeyError, UnicodeDecodeError) as e:
-        raise ValueError(f"{f}: not a sweep manifest ({type(e).__name__}: {e})") from None
 
 
 def _ended(sweep_dir: Path, hashes: set[str]) -> int:

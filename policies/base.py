@@ -24,6 +24,10 @@ class Policy:
     name: ClassVar[str] = "base"
     oracle: ClassVar[bool] = False       # reads ground truth (SRTF, SJF, Tetris)
     tags: ClassVar[frozenset[str]] = frozenset()   # of TAGS
+    # declared to a fault model (simulator.faults.Capabilities): a straggler's shards go to the fast
+    # workers; the policy's own checkpoint interval (None: the faults config's)
+    dynamic_sharding: ClassVar[bool] = False
+    checkpoint_interval_s: ClassVar[float | None] = None
 
     def reset(self, view: View) -> None:
         """Called once before the first event."""

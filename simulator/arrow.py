@@ -11,10 +11,13 @@ checks both against pyarrow's.
 
 from __future__ import annotations
 
+from dataclasses import fields
 from typing import Iterable
 
 import numpy as np
 import pyarrow as pa
+
+from clustersim.simulator.job import RoleSpec
 
 _NUMPY = {pa.float64(): np.float64, pa.float32(): np.float32, pa.int64(): np.int64, pa.int32(): np.int32,
           pa.int16(): np.int16, pa.int8(): np.int8, pa.uint64(): np.uint64, pa.uint32(): np.uint32}
@@ -118,3 +121,14 @@ def to_numpy(column: pa.Array | pa.ChunkedArray) -> np.ndarray:
     if not parts:
         return np.empty(0, dtype)
     return parts[0] if len(parts) == 1 else np.concatenate(parts)
+
+
+def role_rows(column: pa.ChunkedArray) -> list[tuple]:
+    """Each job's roles (the job table's ``roles`` column) as a tuple of value tuples in
+    ``RoleSpec``'s field order, read column by column (no dict per role: a million-job trace
+    would hold a million of them at once)."""
+    column = column.combine_chunks()
+    flat = column.values   # all roles, indexed by the (absolute) offsets
+    values = list(zip(*(flat.field(f.name).to_pylist() for f in fields(RoleSpec) if f.init)))
+    bounds = column.offsets.to_pylist()
+    return [tuple(values[a:b]) for a, b in zip(bounds, bounds[1:])]

@@ -1,11 +1,13 @@
 """Faults and instability: node and task failures, OOM, stragglers, hot parameter servers, and
 recovery from checkpoints (config group ``faults/``; docs/models/faults.md).
 
-A ``FaultModel`` is the unstable world around the jobs. It schedules its events through the
-engine's hooks (``Engine.at``, ``fail_node``, ``fail_job``, ``refresh_rate``) and the engine asks
-it three things: the slowdown of a job on an allocation (``factor``), what a failure costs
-(``restore``: back to the last checkpoint) and whether a job has run out of retries
-(``gives_up``). It hears of every start, resume and reallocation (``changed``).
+A ``FaultModel`` is the unstable world around the jobs. It talks to the run through one small
+interface, ``Hooks`` (the engine implements it: the time, scheduling, failing a job or a node,
+refreshing a job's rate after a slowdown, a job's state), and to the policy through what the policy
+declares (``Capabilities``); it reads nothing else of either. The engine asks it three things: the
+slowdown of a job on an allocation (``factor``), what a failure costs (``restore``: back to the
+last checkpoint) and whether a job has run out of retries (``gives_up``). It hears of every start,
+resume and reallocation (``changed``).
 
 Every random draw comes from ``component_rng(seed, "faults.<kind>")``; events are handled in a
 deterministic order, so the same config and seed give the same failures. Node failures do not
@@ -17,7 +19,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Annotated, Literal
+from typing import Annotated, Callable, Literal, Protocol
 
 from clustersim.simulator.errors import ConfigError
 from clustersim.simulator.job import JobState, Status, StopReason, Tasks, task_demand
@@ -131,6 +133,58 @@ class FaultsConfig:
     replay: bool = False
 
 
+class Hooks(Protocol):
+    """What a fault model may read of and do to a run (``simulator.engine.Engine`` implements it)."""
+
+    now: float   # the simulated time
+
+    def at(self, delay: float, fn: Callable[[], None], first: bool = False) -> None:
+        """Call ``fn()`` after ``delay`` s (``first``: before the other events of that instant)."""
+
+    def fail_job(self, job_id: str, cause: StopReason, role: str | None = None, node: int | None = None) -> None:
+        """A task of running job ``job_id`` failed now: the job stops."""
+
+    def fail_node(self, at: float, node: int, repair_after: float | None = None) -> None:
+        """``node`` goes down at ``at`` (its jobs stop), up again ``repair_after`` s later."""
+
+    def refresh_rate(self, job_id: str) -> None:
+        """The job's slowdown (``FaultModel.factor``) changed: its rate is worked out again."""
+
+    def state(self, job_id: str) -> JobState:
+        """The runtime record of a job."""
+
+    def ended(self) -> bool:
+        """Every job finished or failed."""
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What a policy declares to the fault model (class attributes of ``policies.base.Policy``).
+    ``dynamic_sharding``: the fast workers take a straggler's data shards (DLRover-RM §5.1), so a
+    slow worker never holds the job back; ``checkpoint_interval_s``: the policy checkpoints this
+    often instead of ``faults.checkpoint.interval_s`` (None: the config's)."""
+
+    dynamic_sharding: bool = False
+    checkpoint_interval_s: float | None = None
+
+    @classmethod
+    def of(cls, policy) -> "Capabilities":
+        """What ``policy`` declares; a policy outside the ``Policy`` hierarchy declares nothing."""
+        return cls(bool(getattr(policy, "dynamic_sharding", False)), getattr(policy, "checkpoint_interval_s", None))
+
+
+@dataclass(frozen=True)
+class World:
+    """What the fault model reads of the run's setting, fixed for the run: the jobs, the node
+    count, and the models a hot PS and OOM are worked out with."""
+
+    jobs: list
+    num_nodes: int
+    speed: object = None     # SpeedModel (a hot PS's slowdown)
+    cluster: object = None   # Cluster, for the speed model
+    usage: object = None     # usage(spec, alloc) -> {role: (cpu, mem) per task} (OOM); None: no OOM
+
+
 def _section(cls, value, key: str):
     return None if value is None else cls(**check_params(cls, value, f"faults.{key}.{{}}"))
 
@@ -165,7 +219,9 @@ class FaultModel:
         self.records = _recorded_failures(table) if cfg.replay else {}
         if cfg.replay and table is None:
             raise ConfigError("faults.replay: needs the trace's job table (attempts, status)")
-        self.engine = None
+        self.hooks: Hooks | None = None
+        self.world: World | None = None
+        self.declared = Capabilities()
         self._rng = {k: component_rng(seed, f"faults.{k}") for k in ("node", "task", "oom", "straggler")}
         self._alloc: dict[str, int] = {}     # job -> token, bumped at every change of its allocation
         self._attempt: dict[str, int] = {}   # job -> token, bumped at every (re)start
@@ -179,27 +235,26 @@ class FaultModel:
         self._failed_at: dict[str, float] = {}
 
     # ------------------------------------------------------------------ setup
-    def attach(self, engine) -> None:
+    def attach(self, hooks: Hooks, world: World, declared: Capabilities) -> None:
         """Run start: per-job draws (in job order, so they do not depend on the policy) and the
         first failure of every node."""
-        self.engine = engine
-        interval = getattr(engine.policy, "checkpoint_interval_s", None)   # a policy may set its own
-        if interval is not None:
-            self.ckpt = Checkpoints(**{**self.ckpt.__dict__, "interval_s": interval})
+        self.hooks, self.world, self.declared = hooks, world, declared
+        if declared.checkpoint_interval_s is not None:   # a policy may set its own
+            self.ckpt = Checkpoints(**{**self.ckpt.__dict__, "interval_s": declared.checkpoint_interval_s})
         draw = component_rng(self.seed, "faults.jobs")
-        for spec in engine.jobs:
+        for spec in world.jobs:
             u_oom, u_hot = draw.random(2)
             if self.oom and u_oom < self.oom.underprovisioned:
                 self._big_need.add(spec.job_id)
             ps = next((r for r in spec.roles if r.name == "ps"), None)
             if self.hot_ps and ps is not None and u_hot < self.hot_ps.fraction:
                 self._hot[spec.job_id] = -1   # appears at the first start
-        unknown = set(self.records) - set(engine.states)
+        unknown = set(self.records) - {spec.job_id for spec in world.jobs}
         if unknown:
             raise ConfigError(f"faults.replay: recorded failures of jobs not in the run, e.g. {sorted(unknown)[0]!r}")
         if self.node:
-            for n in range(engine.cluster.num_nodes):
-                engine.at(self._rng["node"].exponential(self.node.mtbf_h * 3600.0), partial(self._node_fails, n))
+            for n in range(world.num_nodes):
+                hooks.at(self._rng["node"].exponential(self.node.mtbf_h * 3600.0), partial(self._node_fails, n))
 
     # ------------------------------------------------------------------ what the engine asks
     def factor(self, st: JobState, alloc) -> float:
@@ -216,7 +271,7 @@ class FaultModel:
 
     def changed(self, st: JobState, change: Change) -> None:
         """A job (re)started or changed its allocation: checkpoints, and the failures ahead."""
-        job, now = st.spec.job_id, self.engine.env.now
+        job, now = st.spec.job_id, self.hooks.now
         self._alloc[job] = token = self._alloc.get(job, 0) + 1
         if job in self._slow and not self._stays(job, st.allocation):   # the policy removed the straggler
             self._slow.pop(job)
@@ -232,20 +287,20 @@ class FaultModel:
             self._replay(st)
         pods = sum(sum(t.values()) for t in st.allocation.values())
         if self.task and self.task.per_pod_day > 0:
-            self.engine.at(self._rng["task"].exponential(1.0 / self.task.hazard(pods)), partial(self._task_fails, job, token))
+            self.hooks.at(self._rng["task"].exponential(1.0 / self.task.hazard(pods)), partial(self._task_fails, job, token))
         if self.straggler and self.straggler.per_pod_hour > 0 and job not in self._slow:
             rate = self.straggler.per_pod_hour / 3600.0 * pods
-            self.engine.at(self._rng["straggler"].exponential(1.0 / rate), partial(self._slow_down, job, token))
+            self.hooks.at(self._rng["straggler"].exponential(1.0 / rate), partial(self._slow_down, job, token))
         if self.oom:
             role = self._oom_role(st)
             if role is not None:
                 delay = st.busy_until - now + self.oom.after_s
-                self.engine.at(delay, partial(self._fail_if, job, token, StopReason.OOM, role))
+                self.hooks.at(delay, partial(self._fail_if, job, token, StopReason.OOM, role))
 
     def restore(self, st: JobState, cause: StopReason) -> tuple[float, float, float]:
         """The job failed and stopped: back to its last checkpoint (a node failure loses the
         in-memory one). Returns what was lost: (iterations, s of training, GPU-seconds)."""
-        job, now = st.spec.job_id, self.engine.env.now
+        job, now = st.spec.job_id, self.hooks.now
         self._failed_at[job] = now
         self._slow.pop(job, None)
         stores = st.ckpts or [[math.inf, math.inf, (now, st.progress, st.service)]]
@@ -296,32 +351,32 @@ class FaultModel:
 
     # ------------------------------------------------------------------ events
     def _live(self, job: str, token: int) -> bool:
-        return self._alloc.get(job) == token and self.engine.states[job].status is Status.RUNNING
+        return self._alloc.get(job) == token and self.hooks.state(job).status is Status.RUNNING
 
     def _node_fails(self, node: int) -> None:
-        eng = self.engine
-        if eng.ended():
+        hooks = self.hooks
+        if hooks.ended():
             return
         rng, n = self._rng["node"], self.node
         repair = n.repair_s if n.repair == "fixed" else rng.exponential(n.repair_s) if n.repair_s > 0 else 0.0
-        eng.fail_node(eng.env.now, node, repair)
-        eng.at(repair + rng.exponential(n.mtbf_h * 3600.0), partial(self._node_fails, node))
+        hooks.fail_node(hooks.now, node, repair)
+        hooks.at(repair + rng.exponential(n.mtbf_h * 3600.0), partial(self._node_fails, node))
 
     def _task_fails(self, job: str, token: int) -> None:
         if self._live(job, token):
-            st = self.engine.states[job]
+            st = self.hooks.state(job)
             role, node = _pick_task(st.allocation, self._rng["task"])
-            self.engine.fail_job(job, StopReason.FAILED, role, node)
+            self.hooks.fail_job(job, StopReason.FAILED, role, node)
 
     def _fail_if(self, job: str, token: int, cause: StopReason, role: str) -> None:
         if self._live(job, token):
-            node = next(n for n, c in self.engine.states[job].allocation[role].items() if c)
-            self.engine.fail_job(job, cause, role, node)
+            node = next(n for n, c in self.hooks.state(job).allocation[role].items() if c)
+            self.hooks.fail_job(job, cause, role, node)
 
     def _slow_down(self, job: str, token: int) -> None:
         if not self._live(job, token) or job in self._slow:
             return
-        role, node = _pick_task(self.engine.states[job].allocation, self._rng["straggler"])
+        role, node = _pick_task(self.hooks.state(job).allocation, self._rng["straggler"])
         self.slow_task(job, role, self.straggler.factor, self.straggler.duration_s, node)
 
     def slow_task(self, job: str, role: str, factor: float, duration_s: float, node: int | None = None) -> None:
@@ -329,7 +384,7 @@ class FaultModel:
         ``factor`` x slower for ``duration_s``, until the job stops, or until a scale-in removes a
         task of that role on that node (tasks of a role on one node are interchangeable: the one
         removed is the slow one); the engine brings the job's rate up to date."""
-        st = self.engine.states[job]
+        st = self.hooks.state(job)
         if st.status is not Status.RUNNING:
             return
         attempt = self._attempt[job]
@@ -337,19 +392,19 @@ class FaultModel:
             node = next(n for n, c in st.allocation[role].items() if c)
         self._slow[job] = (role, factor, attempt)
         self._slow_at[job] = (role, node, st.allocation[role].get(node, 0))
-        self.engine.refresh_rate(job)
-        self.engine.at(duration_s, partial(self._recover_speed, job, attempt))
+        self.hooks.refresh_rate(job)
+        self.hooks.at(duration_s, partial(self._recover_speed, job, attempt))
 
     def _recover_speed(self, job: str, attempt: int) -> None:
         slow = self._slow.get(job)
         if slow is not None and slow[2] == attempt:
             del self._slow[job]
-            self.engine.refresh_rate(job)
-            st = self.engine.states[job]
+            self.hooks.refresh_rate(job)
+            st = self.hooks.state(job)
             if st.status is Status.RUNNING and self.straggler and self.straggler.per_pod_hour > 0:
                 pods = sum(sum(t.values()) for t in st.allocation.values())   # the next one may come
                 rate = self.straggler.per_pod_hour / 3600.0 * pods
-                self.engine.at(self._rng["straggler"].exponential(1.0 / rate),
+                self.hooks.at(self._rng["straggler"].exponential(1.0 / rate),
                                partial(self._slow_down, job, self._alloc[job]))
 
     def _stays(self, job: str, alloc) -> bool:
@@ -361,7 +416,7 @@ class FaultModel:
         """What per-worker step times show of a running job: its slow task's (role, node, speed
         relative to the others), None while every task keeps pace."""
         slow = self._slow.get(job)
-        st = self.engine.states.get(job) if self.engine is not None else None
+        st = self.hooks.state(job) if self.hooks is not None else None
         if slow is None or st is None or st.status is not Status.RUNNING or slow[2] != self._attempt.get(job) \
                 or not self._stays(job, st.allocation):
             return None
@@ -373,7 +428,7 @@ class FaultModel:
         async_ps = any(r.name == "ps" for r in st.spec.roles) and not (self.straggler and self.straggler.ps_sync)
         # dynamic data sharding (DLRover-RM §5.1; a policy declaring ``dynamic_sharding``): the fast
         # workers take the slow one's shards, so it never holds the job back, as under async training
-        sharded = getattr(self.engine.policy, "dynamic_sharding", False)
+        sharded = self.declared.dynamic_sharding
         if (async_ps or sharded) and role != "ps":   # one slow worker of n: the others go on at full speed
             n = max(_count(alloc, role), 1)
             return (n - 1 + 1.0 / factor) / n
@@ -388,7 +443,7 @@ class FaultModel:
         at_start = self._hot.get(st.spec.job_id, -1)
         if p < 2 or (self.hot_ps.rebalance_on_ps_change and at_start not in (-1, p)):
             return 1.0
-        speed, cluster, skew = self.engine.speed, self.engine.cluster, self.hot_ps.skew
+        speed, cluster, skew = self.world.speed, self.world.cluster, self.hot_ps.skew
         base = speed.rate(st.spec, alloc, cluster)
         if not base > 0:
             return 1.0
@@ -405,7 +460,7 @@ class FaultModel:
 
     def _oom_role(self, st: JobState) -> str | None:
         """The first role whose tasks need more memory than they are granted, if any."""
-        usage = self.engine.clock.usage
+        usage = self.world.usage
         if usage is None:
             return None
         scale = self.oom.need_factor if st.spec.job_id in self._big_need else 1.0
@@ -427,16 +482,16 @@ class FaultModel:
         if rec[1] and k == len(rec[0]) - 1:
             length *= 1 - 1e-9   # a hair before its recorded end: at its recorded speed it fails, not finishes
         job, token = st.spec.job_id, self._attempt[st.spec.job_id]
-        self.engine.at(st.busy_until - self.engine.env.now + length, partial(self._replayed_failure, job, token),
+        self.hooks.at(st.busy_until - self.hooks.now + length, partial(self._replayed_failure, job, token),
                        first=True)
 
     def _replayed_failure(self, job: str, attempt: int) -> None:
-        st = self.engine.states[job]
+        st = self.hooks.state(job)
         if self._attempt.get(job) == attempt and st.status is Status.RUNNING:
             role, node = _pick_task(st.allocation, None)
             self._replaying = job
             try:
-                self.engine.fail_job(job, StopReason.FAILED, role, node)
+                self.hooks.fail_job(job, StopReason.FAILED, role, node)
             finally:
                 self._replaying = None
 

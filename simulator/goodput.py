@@ -342,7 +342,7 @@ def with_unmeasured(app: Application, unmeasured: str) -> Application:
 
 if __name__ == "__main__":   # print the fitted parameters of the bundled applications, as YAML
     import sys
-    from clustersim.traces import resolve
+    from clustersim.simulator.paths import resolve
     for app, epochs, mlb in [a.split(":") for a in sys.argv[1:]]:
         a = Application(resolve(f"bundled:pollux/profiles_t4/{app}"), int(epochs), int(mlb) if mlb else None)
         print(f"{app}: perf: [{', '.join(f'{v:.6g}' for v in _as_list(a.perf))}]")

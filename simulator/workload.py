@@ -30,7 +30,7 @@ from clustersim.simulator.params import NonNegative, PositiveCount, Range, check
 from clustersim.simulator.rng import component_rng
 from clustersim.simulator.speed import scaling_role
 from clustersim.simulator.errors import ConfigError, TraceError
-from clustersim.traces.schema import role_rows
+from clustersim.simulator.arrow import role_rows
 
 COLUMNS = ["job_id", "submit_time", "duration", "iterations", "roles", "tenant", "user", "model",
            "deadline", "priority", "batch_size", "gpu_type"]

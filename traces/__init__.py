@@ -16,13 +16,11 @@ from typing import Callable
 
 import pyarrow as pa
 
+from clustersim.simulator.paths import BUNDLED, DATA, PKG, resolve  # noqa: F401  (part of this package's API)
 from clustersim.simulator.registry import Registry
 from clustersim.traces.collect import BadRows
 from clustersim.traces.schema import TraceError, validate
 
-DATA = Path(__file__).parent / "data"
-BUNDLED = "bundled:"
-PKG = "pkg:"
 
 Reader = Callable[..., pa.Table]
 
@@ -55,31 +53,6 @@ def get(fmt: str) -> Format:
     except KeyError as err:
         raise TraceError(err.args[0]) from None
     return Format(e.name, e.obj, e.meta["files"], e.obj.__module__)
-
-
-def resolve(path: str | Path) -> Path:
-    """A path as given, ``bundled:<rel>`` for a file shipped in ``traces/data``, or
-    ``pkg:<package>/<rel>`` for a file an installed package ships (a plug-in's sample trace)."""
-    s = str(path)
-    if s.startswith(PKG):
-        p = _package_file(s)
-    else:
-        p = DATA / s[len(BUNDLED):] if s.startswith(BUNDLED) else Path(s).expanduser()
-    if not p.exists():
-        raise TraceError(f"{s}: no such trace file ({p})")
-    return p
-
-
-def _package_file(s: str) -> Path:
-    import importlib.util
-    package, _, rel = s[len(PKG):].partition("/")
-    try:
-        spec = importlib.util.find_spec(package) if package.isidentifier() else None
-    except ImportError:
-        spec = None
-    if spec is None or not spec.submodule_search_locations:
-        raise TraceError(f"{s}: no installed package {package!r}")
-    return Path(list(spec.submodule_search_locations)[0]) / rel
 
 
 def prepare(fmt: str, path: str | Path, options: dict) -> tuple[Format, Path, dict]:

@@ -19,17 +19,12 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from clustersim.simulator.paths import CACHE_ENV as ENV, cache_dir as default_dir  # noqa: F401  (this module's API)
 from clustersim.traces.collect import BadRows, Reject
 from clustersim.traces.schema import JOB_TABLE, TraceError
 
-ENV = "CLUSTERSIM_CACHE"
 META = b"clustersim.load"
 SHARED = ("clustersim.traces.csvrows", "clustersim.traces.collect", "clustersim.traces.schema")  # the parsing code every reader runs
-
-
-def default_dir() -> Path:
-    """``$CLUSTERSIM_CACHE``, else ``~/.cache/clustersim/traces``."""
-    return Path(os.environ.get(ENV) or Path.home() / ".cache" / "clustersim" / "traces").expanduser()
 
 
 def file_digest(path: Path) -> str:

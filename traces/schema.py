@@ -14,6 +14,7 @@ import numpy as np
 import pyarrow as pa
 
 from clustersim.simulator.arrow import compute as pc
+from clustersim.simulator.arrow import role_rows  # noqa: F401  (read here by the transforms; RoleSpec's order = ROLE's)
 from clustersim.simulator.errors import TraceError  # noqa: F401  (re-exported: readers raise it)
 
 ROLE = pa.struct(
@@ -217,11 +218,3 @@ def _count(n) -> str:
     return f"{n:,}" if n < 1e15 else f"{n:.3g}"
 
 
-def role_rows(column: pa.ChunkedArray) -> list[tuple]:
-    """Each job's roles as a tuple of value tuples in ``ROLE``'s field order, read column by column
-    (no dict per role: a million-job trace would hold a million of them at once)."""
-    column = column.combine_chunks()
-    flat = column.values   # all roles, indexed by the (absolute) offsets
-    values = list(zip(*(flat.field(f.name).to_pylist() for f in ROLE)))
-    bounds = column.offsets.to_pylist()
-    return [tuple(values[a:b]) for a, b in zip(bounds, bounds[1:])]

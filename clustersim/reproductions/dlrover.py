@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 
 from clustersim.reproduction import Case
-from clustersim.sweep import run_hash
+from clustersim.rundirs import run_hash
 
 CLUSTER = ("+experiment=dlrover_cluster",)
 SINGLE = ("+experiment=dlrover_single",)

@@ -227,9 +227,9 @@ _fits: dict | None = None              # while a zoo builds: fit key -> coeffici
 
 def fits_dir() -> Path:
     """``<trace cache>/profile-fits`` (``$CLUSTERSIM_CACHE``, else ``~/.cache/clustersim/traces``)."""
-    from clustersim.traces.cache import default_dir
+    from clustersim.simulator.paths import cache_dir
 
-    return default_dir() / "profile-fits"
+    return cache_dir() / "profile-fits"
 
 
 def _fits_file(texts: list[str]) -> Path:
@@ -513,7 +513,7 @@ class _GoodputKind:
     @staticmethod
     def build(prof, speed, raw, built, chain, where):
         from clustersim.simulator import goodput
-        from clustersim.traces import resolve
+        from clustersim.simulator.paths import resolve
         if prof.family != "gpu":
             raise ProfileError(f"{where}: speed.kind goodput is for gpu profiles")
         try:

@@ -259,3 +259,33 @@ def test_an_ended_jobs_samples_are_read_at_the_decision_that_reports_it_then_dro
     assert p.earlier == [[], [], [0], [0], [0, 0], [0, 0]]
     # a job's view lives while the job is pending or running; one made after the run reads the state
     assert engine.view_of("a").iterations_done == pytest.approx(100.0, **EXACT)
+
+
+def test_decision_rounds_never_fall_in_the_past_when_a_time_is_a_hair_past_a_multiple():
+    # 0.1 + 0.2 = 0.30000000000000004, past the round at 0.3 by rounding alone: the decision is
+    # then, not 4e-17 s in the past (it failed "cannot schedule an event ... in the past")
+    t = 0.1 + 0.2
+    states, _ = run(jobs(gpu_job("a", t, 2, 10.0)), Fifo(), decision_interval=1e-3)
+    assert states["a"].first_start == t and states["a"].end_time == pytest.approx(t + 10.0, **EXACT)
+
+
+def test_a_huge_decision_interval_decides_at_its_rounds_not_in_the_past():
+    # rounds every 1e300 s: a at 0 starts at the round at 0; b arriving at 30 waits for the round
+    # at 1e300 (it failed at 30 s: "cannot schedule an event -30.0 s in the past")
+    states, _ = run(jobs(gpu_job("a", 0.0, 2, 100.0), gpu_job("b", 30.0, 2, 50.0)), Fifo(), decision_interval=1e300)
+    assert (states["a"].first_start, states["a"].end_time) == (0.0, 100.0)
+    assert states["b"].first_start == 1e300
+
+
+def test_until_zero_runs_nothing_and_leaves_every_job_unfinished_at_zero():
+    # nothing at ``until`` itself runs: not even the arrivals at 0 (SimPy refused until=0 outright)
+    states, rec = run(jobs(gpu_job("a", 0.0, 2, 10.0)), Fifo(), until=0.0)
+    assert states["a"].first_start is None and rec.end_time == 0.0
+    assert [u["reason"] for u in rec.unfinished] == ["still pending at until=0 s"]
+
+
+def test_a_decision_interval_finer_than_a_float_at_the_time_decides_then():
+    # 1e10 s / 1e-300 s overflows a float: rounds that fine are every instant (it failed converting
+    # infinity to an integer)
+    states, _ = run(jobs(gpu_job("a", 1e10, 2, 10.0)), Fifo(), decision_interval=1e-300)
+    assert states["a"].first_start == 1e10 and states["a"].end_time == 1e10 + 10.0

@@ -292,3 +292,66 @@ def test_checkpoint_saving_slows_training_by_its_share_of_time():
                                "flash_gb_per_s": 20.0}}, costs_of=lambda s: ModelCosts(checkpoint_gb=1.0))
     a = engine(jobs(gpu_job("a", 0.0, 4, 1000.0)), fm).run().states[0]
     assert a.end_time == pytest.approx(1000.0 * (1 + 2.0 / 600 + 0.05 / 60), **EXACT)
+
+
+class RecordingHooks:
+    """A run as the fault model sees it (faults.Hooks), recording what the model asks of it."""
+
+    def __init__(self):
+        self.now, self.calls, self.due = 0.0, [], []
+
+    def at(self, delay, fn, first=False):
+        self.due.append((self.now + delay, fn))
+
+    def fail_node(self, at, node, repair_after=None):
+        self.calls.append(("fail_node", at, node, repair_after))
+
+    def fail_job(self, job_id, cause, role=None, node=None):
+        self.calls.append(("fail_job", job_id, cause))
+
+    def refresh_rate(self, job_id):
+        self.calls.append(("refresh_rate", job_id))
+
+    def state(self, job_id):
+        raise AssertionError("node failures need no job state")
+
+    def ended(self):
+        return False
+
+
+def test_the_fault_model_drives_a_run_through_its_hooks_alone():
+    # two nodes, MTBF 1 h, fixed 600 s repair: each node's first failure is an exponential draw of
+    # mean 3600 s from the "faults.node" stream; at it, the node fails for 600 s and the next is drawn
+    fm = model({"node": {"mtbf_h": 1.0, "repair_s": 600.0}}, seed=3)
+    hooks = RecordingHooks()
+    fm.attach(hooks, faults.World(jobs(gpu_job("a", 0.0, 4, 1000.0)), num_nodes=2), faults.Capabilities())
+    draws = faults.component_rng(3, "faults.node").exponential(3600.0, size=3)
+    assert [t for t, _ in hooks.due] == pytest.approx(list(draws[:2]))
+    t, fn = hooks.due[0]
+    hooks.now = t
+    fn()
+    assert hooks.calls == [("fail_node", t, 0, 600.0)]
+    assert hooks.due[-1][0] == pytest.approx(t + 600.0 + draws[2])
+
+
+def test_a_policy_declares_what_the_fault_model_relies_on():
+    from clustersim.policies.dlrover import DLRover
+    assert faults.Capabilities.of(DLRover) == faults.Capabilities(dynamic_sharding=True)
+    assert faults.Capabilities.of(Fifo()) == faults.Capabilities()
+
+    class Sharding(Fifo):
+        dynamic_sharding = True
+
+    class Checkpointing(Fifo):
+        checkpoint_interval_s = 100.0
+
+    # sharded: the fast workers take the slow one's shards, as under async PS training: one of 4
+    # workers 4x slow for 200 s runs the job at (3 + 1/4)/4 = 0.8125: 200 x 0.1875 = 37.5 s late
+    fm = model({})
+    eng = engine(jobs(gpu_job("a", 0.0, 4, 1000.0)), fm, policy=Sharding())
+    eng.at(100.0, lambda: fm.slow_task("a", "worker", 4.0, 200.0))
+    assert eng.run().states[0].end_time == pytest.approx(1037.5, **EXACT)
+    # the policy's own checkpoint interval: a failure at 250 s goes back to the checkpoint at 200 s
+    eng = engine(jobs(gpu_job("a", 0.0, 4, 1000.0)), model({}), policy=Checkpointing())
+    eng.at(250.0, lambda: eng.fail_job("a", StopReason.FAILED))
+    assert eng.run().states[0].lost_iterations == pytest.approx(50.0, **EXACT)
