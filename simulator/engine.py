@@ -469,8 +469,8 @@ class Engine:
 
     def _rate_changed(self, st: JobState, was_moving: bool, nxt: Next | None = None) -> None:
         """The job's rate changed: count it training or not; schedule its phase end and completion."""
-        moving = st.rate > 0
-        self._moving += moving - was_moving
+        moving = bool(st.rate > 0)   # a speed model may give a numpy float
+        self._moving += int(moving) - int(was_moving)
         self._moved = self._moved or moving
         # Next has a completion only when it comes before the phase's end, which would then be stale
         if nxt is not None:
