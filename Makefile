@@ -2,26 +2,47 @@
 PYTHON ?= python3
 VENV ?= .venv
 BIN = $(VENV)/bin
-EXTRAS ?= dev,calibrate
+# the extras each target installs, unless EXTRAS=... is given: a run needs none (torch comes only
+# with calibrate), the tests and the golden and benchmark runs need dev and calibrate
+EXTRAS ?= $(DEFAULT_EXTRAS)
+run: DEFAULT_EXTRAS =
+calibrate: DEFAULT_EXTRAS = calibrate
+test golden bench dev: DEFAULT_EXTRAS = dev,calibrate
+docs: DEFAULT_EXTRAS = dev
+PIP = $(BIN)/python -m pip install -q --disable-pip-version-check
+TARGET = .$(if $(EXTRAS),[$(EXTRAS)])
+SOURCES = clustersim simulator policies traces configs hydra_plugins pyproject.toml
+say = @printf 'make: %s\n'
 
-.PHONY: run test bench golden dev package clean
+.PHONY: run calibrate test bench golden dev docs package clean
 
-# the dependencies, once (re-run when pyproject.toml or EXTRAS change)
-$(VENV)/.deps-$(EXTRAS): pyproject.toml
-	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q ".[$(EXTRAS)]"
-	touch $@
-
-# the package itself, installed as users install it (not editable), so the CLI finds its configs
-# that way; an editable install (make dev) is kept: replacing it would run stale code
-package: $(VENV)/.deps-$(EXTRAS)
+# the package and its dependencies with EXTRAS, installed as users install it (not editable), so
+# the CLI finds its configs that way; pip runs only when something changed (EXTRAS, pyproject.toml,
+# a source file). An editable install (make dev) is kept: replacing it would run stale code.
+package:
+	@test -x $(BIN)/python || { printf 'make: creating %s\n' "$(VENV)"; $(PYTHON) -m venv $(VENV); }
 	@if $(BIN)/python -m pip show -f clustersim 2>/dev/null | grep -q __editable__; then \
-		echo "clustersim is installed editable (make dev): the CLI runs this tree"; \
-	else $(BIN)/python -m pip install -q --no-deps --force-reinstall .; fi
+		printf 'make: clustersim is installed editable (make dev): the CLI runs this tree\n'; \
+		test -f $(VENV)/.deps-$(EXTRAS) -a ! pyproject.toml -nt $(VENV)/.deps-$(EXTRAS) || { \
+			printf 'make: installing the dependencies%s (editable)\n' "$(if $(EXTRAS), with extras [$(EXTRAS)])"; \
+			$(PIP) -e "$(TARGET)" && touch $(VENV)/.deps-$(EXTRAS); }; \
+	elif ! test -f $(VENV)/.deps-$(EXTRAS) -a ! pyproject.toml -nt $(VENV)/.deps-$(EXTRAS); then \
+		printf 'make: installing clustersim and its dependencies%s into %s (a minute the first time)\n' \
+			"$(if $(EXTRAS), with extras [$(EXTRAS)])" "$(VENV)"; \
+		$(PIP) "$(TARGET)" && touch $(VENV)/.deps-$(EXTRAS) $(VENV)/.installed; \
+	elif test -n "$$(find $(SOURCES) -newer $(VENV)/.installed -print -quit 2>/dev/null)"; then \
+		printf 'make: reinstalling clustersim (the tree changed)\n'; \
+		$(PIP) --no-deps --force-reinstall . && touch $(VENV)/.installed; \
+	fi
 
 run: package
-	$(BIN)/clustersim $(ARGS)
+	$(say) "running: clustersim $(ARGS)"
+	@$(BIN)/clustersim $(ARGS)
+
+# fit the speed models to measurements (docs/calibration.md): the one target that installs torch
+calibrate: package
+	$(say) "running: clustersim-calibrate $(ARGS)"
+	@$(BIN)/clustersim-calibrate $(ARGS)
 
 test: package
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
@@ -34,8 +55,14 @@ bench: package
 golden: package
 	$(BIN)/python -m tests.golden
 
-dev: $(VENV)/.deps-$(EXTRAS)
-	$(BIN)/python -m pip install -q --no-deps -e .
+dev:
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(PIP) -e "$(TARGET)"
+	@touch $(VENV)/.deps-$(EXTRAS)
+
+# the documentation site (mkdocs.yml) into site/, failing on any warning
+docs: package
+	$(BIN)/python -m mkdocs build --strict --site-dir site
 
 clean:
-	rm -rf $(VENV) build *.egg-info runs
+	rm -rf $(VENV) build *.egg-info runs site

@@ -18,6 +18,7 @@ import pyarrow as pa
 from omegaconf import DictConfig, OmegaConf
 
 from clustersim import policies
+from clustersim.simulator import rng
 from clustersim.simulator import cluster as cluster_mod
 from clustersim.simulator import faults as faults_mod
 from clustersim.simulator import overhead as overhead_mod
@@ -142,13 +143,14 @@ def run(cfg: DictConfig | dict, run_dir: str | Path, overrides: list[str] | None
     raises ``UnfinishedJobsError``."""
     t0 = time.perf_counter()
     c = check(cfg)
-    table, trace_report = load_trace(c["trace"], c.get("seed", 0))
-    if trace_report.rejected:  # before anything else can fail: the rejects explain a failed run too
-        Path(run_dir).mkdir(parents=True, exist_ok=True)
-        atomic_write(Path(run_dir) / REJECTS_FILE, trace_report.write_rejects)
-    engine = _build(c, table, trace_report)
-    del table   # the engine holds what it needs: a long replay keeps no second copy of the trace
-    recorder = engine.run()
+    with rng.watch() as draws:   # which random streams the seed fed (warnings below)
+        table, trace_report = load_trace(c["trace"], c.get("seed", 0))
+        if trace_report.rejected:  # before anything else can fail: the rejects explain a failed run too
+            Path(run_dir).mkdir(parents=True, exist_ok=True)
+            atomic_write(Path(run_dir) / REJECTS_FILE, trace_report.write_rejects)
+        engine = _build(c, table, trace_report)
+        del table   # the engine holds what it needs: a long replay keeps no second copy of the trace
+        recorder = engine.run()
     wall = time.perf_counter() - t0
     meta = {**provenance(), "status": "complete", "config": c, "overrides": list(overrides or []),
             "wall_time_s": wall, "jobs": len(engine.jobs), "nodes": engine.cluster.num_nodes,
@@ -165,10 +167,24 @@ def run(cfg: DictConfig | dict, run_dir: str | Path, overrides: list[str] | None
         if trace_report.rejected:
             atomic_write(tmp / REJECTS_FILE, trace_report.write_rejects)
         summary = recorder.write(tmp)
+        meta["warnings"] = run_warnings(c, engine, summary, draws)
         write_meta(tmp, meta)
     if error:
         raise UnfinishedJobsError(error, summary)
     return summary, recorder
+
+
+def run_warnings(c: dict, engine: Engine, summary: dict, draws: rng.Draws) -> list[str]:
+    """What makes a run less than it seems, said in run.json and under the printed summary."""
+    out = []
+    if not draws.drawn():
+        out.append(f"seed {c.get('seed', 0)} has no effect: nothing in this run draws a random number (every job "
+                   "names a known model, no trace generator or sampling, no faults), so runs that differ only in "
+                   "seed are identical; a spread over such seeds is zero")
+    if "elastic" in engine.policy.tags and summary["rescales"] == 0:
+        out.append(f"policy {c['policy']['name']!r} is elastic but rescaled no job: the trace's jobs have no "
+                   "elastic range (add a trace transform {op: elastic}, docs/traces/), so it ran as a rigid policy")
+    return out
 
 
 RUN_META = "run.json"   # written last; its ``status`` says whether the run is complete or failed
@@ -324,7 +340,8 @@ def provenance() -> dict:
 
 def report(cfg: DictConfig | dict, summary: dict, run_dir: str | Path) -> str:
     head = f"clustersim: policy={cfg['policy']['name']} trace={cfg['trace']['name']} seed={cfg['seed']} -> {run_dir}"
-    return f"{head}\n{format_summary(summary)}"
+    warnings = "".join(f"\nwarning: {w}" for w in (read_meta(run_dir) or {}).get("warnings", []))
+    return f"{head}\n{format_summary(summary)}{warnings}"
 
 
 def compose(overrides: list[str] | tuple[str, ...] = ()) -> DictConfig:
