@@ -109,6 +109,7 @@ def order(df: pd.DataFrame, by="policy", baseline: str | None = None) -> list[st
     lab = label(df, by)
     metric = "jct_mean" if "jct_mean" in df else "jct"
     means = df.assign(_by=lab).groupby("_by")[metric].mean() if metric in df else pd.Series(0.0, index=lab.unique())
+    baseline = baseline or default_baseline(means.index)
     names = sorted(means.index, key=lambda n: (n != baseline, _oracle(n), -np.nan_to_num(means[n], nan=-np.inf), n))
     return names
 
@@ -275,8 +276,8 @@ def over_time(timelines: pd.DataFrame, column: str = "gpu_util", by="policy", se
             a.fill_between(t, v, step="post", color=color(n), alpha=0.35, lw=0)
             a.step(t, v, where="post", color=color(n), lw=0.9)
             a.text(0.01, 0.92, n, transform=a.transAxes, ha="left", va="top", fontsize=8, weight="bold")
-            a.set_ylim(bottom=0)
-            a.set_ylabel("")
+        top = float((tl[column] / div).max()) if len(tl) else 1.0
+        axes[0].set_ylim(0, (top or 1.0) * 1.08)   # shared: every panel on the same scale, none clipped
         if jobs is not None and len(jobs):   # to the last job's end: a run's idle tail (timers) is not shown
             ends = jobs[jobs["seed"] == seed].groupby("run")["end_time"].max() - starts
             if ends.notna().any():
@@ -353,7 +354,7 @@ def _heat(jobs, events, ax, max_rows, t0, end_of_run, unit, per, columns: int = 
     held = np.cumsum(diff, axis=1)[:, :columns]
     img = ax.imshow(held, aspect="auto", interpolation="nearest", cmap="viridis",
                     extent=(0, (end_of_run - t0) / per, rows, 0))
-    fig.colorbar(img, ax=ax, label="GPUs held")
+    fig.colorbar(img, ax=ax, label="held (GPUs)")
     per_row = len(jobs) / rows
     ax.set_ylabel(f"jobs in arrival order ({per_row:,.0f} per row)" if per_row > 1 else "job (in arrival order)")
     ax.set_xlabel(f"time since the first arrival ({unit})")

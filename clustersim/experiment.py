@@ -179,8 +179,8 @@ def run_warnings(c: dict, engine: Engine, summary: dict, draws: rng.Draws) -> li
     out = []
     if not draws.drawn():
         out.append(f"seed {c.get('seed', 0)} has no effect: nothing in this run draws a random number (every job "
-                   "names a known model, no trace generator or sampling, no faults), so runs that differ only in "
-                   "seed are identical; a spread over such seeds is zero")
+                   "names a known model or profile=linear, no trace generator or sampling, no faults, no observation "
+                   "noise), so runs that differ only in seed are identical; a spread over such seeds is zero")
     if "elastic" in engine.policy.tags and summary["rescales"] == 0:
         out.append(f"policy {c['policy']['name']!r} is elastic but rescaled no job: the trace's jobs have no "
                    "elastic range (add a trace transform {op: elastic}, docs/traces/), so it ran as a rigid policy")

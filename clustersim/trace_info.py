@@ -92,8 +92,9 @@ def warnings(c: dict, table: pa.Table, cluster, d: dict, seed_used: bool, durati
         out.append(f"{d['jobs_without_duration']:,} job(s) have no duration the trace or a speed profile gives: "
                    "they are left out of the GPU-hours and the offered load")
     if not seed_used:
-        out.append("the seed changes nothing in this workload (every job names a known model, no generator or "
-                   "sampling): runs that differ only in seed repeat one run")
+        out.append("the seed changes nothing in this workload (no job's profile is drawn at random: each names a "
+                   "known model, or profile=linear; no generator or sampling): seeds vary only the noise of what "
+                   "policies observe (observe.*) and faults, so a policy that reads neither repeats one run")
     return out
 
 
