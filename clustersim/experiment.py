@@ -318,13 +318,17 @@ def describe_cluster(cluster) -> dict:
 
 @functools.cache
 def provenance() -> dict:
-    """clustersim's version and, from a git checkout, its commit (``+dirty`` with local changes)."""
-    import clustersim
+    """clustersim's version and, from a git checkout, its commit (``+dirty`` with local changes).
 
-    here = Path(clustersim.__file__).resolve().parent
+    Read from this module's own file, not from ``clustersim.__file__``: a process started in the
+    folder that holds a clone named ``clustersim`` (a submitit_local or Slurm job: ``python -m``
+    puts the working folder first on the path) imports ``clustersim`` as a namespace package of
+    that folder, which has no ``__file__`` and no ``__version__``."""
+    here = Path(__file__).resolve().parent
+    version = _version()
     commit = None
     if not (here.parent / "simulator" / "engine.py").is_file():   # an installed copy: no checkout to ask
-        return {"version": clustersim.__version__, "git_commit": None}
+        return {"version": version, "git_commit": None}
     try:
         out = subprocess.run(["git", "-C", str(here), "rev-parse", "HEAD"], capture_output=True, text=True,
                              timeout=5)
@@ -335,7 +339,17 @@ def provenance() -> dict:
             commit += "+dirty" if dirty else ""
     except (OSError, subprocess.SubprocessError):
         pass
-    return {"version": clustersim.__version__, "git_commit": commit}
+    return {"version": version, "git_commit": commit}
+
+
+def _version() -> str:
+    import clustersim
+
+    if hasattr(clustersim, "__version__"):
+        return clustersim.__version__
+    from importlib.metadata import version   # the namespace case above: the installed distribution's
+
+    return version("clustersim")
 
 
 def report(cfg: DictConfig | dict, summary: dict, run_dir: str | Path) -> str:
