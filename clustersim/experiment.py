@@ -168,6 +168,7 @@ def run(cfg: DictConfig | dict, run_dir: str | Path, overrides: list[str] | None
             atomic_write(tmp / REJECTS_FILE, trace_report.write_rejects)
         summary = recorder.write(tmp)
         meta["warnings"] = run_warnings(c, engine, summary, draws)
+        write_log(tmp, report(c, summary, run_dir, meta["warnings"]), meta)
         write_meta(tmp, meta)
     if error:
         raise UnfinishedJobsError(error, summary)
@@ -188,6 +189,20 @@ def run_warnings(c: dict, engine: Engine, summary: dict, draws: rng.Draws) -> li
 
 
 RUN_META = "run.json"   # written last; its ``status`` says whether the run is complete or failed
+RUN_LOG = "run.log"     # what the command printed, with the trace's load report and any error
+
+
+def write_log(run_dir: Path, text: str, meta: dict) -> None:
+    """The run's log: the printed summary and warnings, then what the trace load rejected, dropped
+    or changed, and the error of a failed run (the command's output is otherwise only on screen)."""
+    lines = [text]
+    trace = meta.get("trace") or {}
+    for key in ("rejected", "dropped", "transforms", "oversize"):
+        if trace.get(key) and (key != "oversize" or trace[key].get("count")):
+            lines.append(f"trace {key}: {json.dumps(trace[key], default=str)}")
+    if meta.get("error"):
+        lines.append(f"error ({meta.get('error_type')}): {meta['error']}")
+    atomic_write(Path(run_dir) / RUN_LOG, lambda p: Path(p).write_text("\n".join(lines) + "\n"))
 _STAGING = ".{}.partial-{}-{}"   # run name, host, pid
 _OLD = ".{}.old-{}-{}"
 
@@ -217,7 +232,7 @@ def staged(run_dir: str | Path):
 
 
 RUN_FILES = {"jobs.parquet", "timeline.parquet", "events.parquet", "tenants.parquet", "summary.json", RUN_META,
-             REJECTS_FILE, ".hydra"}
+             RUN_LOG, REJECTS_FILE, ".hydra"}
 
 
 def _refuse_foreign(final: Path) -> None:
@@ -282,6 +297,7 @@ def mark_failed(run_dir: str | Path, error: BaseException, cfg: DictConfig | dic
     meta = {**provenance(), "status": "failed", "error": str(error), "error_type": type(error).__name__,
             "config": config, "overrides": list(overrides or [])}
     with staged(run_dir) as tmp:
+        write_log(tmp, f"clustersim: run failed -> {run_dir}", meta)
         write_meta(tmp, meta)
 
 
@@ -352,9 +368,12 @@ def _version() -> str:
     return version("clustersim")
 
 
-def report(cfg: DictConfig | dict, summary: dict, run_dir: str | Path) -> str:
+def report(cfg: DictConfig | dict, summary: dict, run_dir: str | Path, warnings: list[str] | None = None) -> str:
+    """The summary the command prints, with the run's warnings (default: from its run.json)."""
     head = f"clustersim: policy={cfg['policy']['name']} trace={cfg['trace']['name']} seed={cfg['seed']} -> {run_dir}"
-    warnings = "".join(f"\nwarning: {w}" for w in (read_meta(run_dir) or {}).get("warnings", []))
+    if warnings is None:
+        warnings = (read_meta(run_dir) or {}).get("warnings", [])
+    warnings = "".join(f"\nwarning: {w}" for w in warnings)
     return f"{head}\n{format_summary(summary)}{warnings}"
 
 

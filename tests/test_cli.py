@@ -219,5 +219,8 @@ def test_the_run_summary_warns_of_a_seed_without_effect_and_an_elastic_policy_th
     assert "warning: policy 'elastic_tiresias' is elastic but rescaled no job" in p.stdout
     meta = json.loads((tmp_path / "r" / "run.json").read_text())
     assert len(meta["warnings"]) == 2
+    log = (tmp_path / "r" / "run.log").read_text()   # the run's own log holds what was printed
+    assert log.startswith("clustersim: policy=elastic_tiresias") and "warning: seed 0 has no effect" in log
+    assert "jobs finished            60 / 60" in log
     p = clustersim("policy=fifo", "progress=false", f"hydra.run.dir={tmp_path / 'f'}", cwd=tmp_path)
     assert "warning" not in p.stdout and json.loads((tmp_path / "f" / "run.json").read_text())["warnings"] == []
