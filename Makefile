@@ -12,6 +12,12 @@ docs: DEFAULT_EXTRAS = dev
 PIP = $(BIN)/python -m pip install -q --disable-pip-version-check
 TARGET = .$(if $(EXTRAS),[$(EXTRAS)])
 SOURCES = clustersim simulator policies traces configs hydra_plugins pyproject.toml
+comma := ,
+# true when a stamp .deps-<extras> newer than pyproject.toml covers every extra of EXTRAS (so
+# `make run` after `make test` installs nothing)
+have_deps = for s in $(VENV)/.deps-*; do test -f "$$s" -a ! pyproject.toml -nt "$$s" || continue; ok=1; \
+	for e in $(subst $(comma), ,$(EXTRAS)); do case ",$${s\#\#*.deps-}," in *",$$e,"*) ;; *) ok=0;; esac; done; \
+	test $$ok = 1 && exit 0; done; exit 1
 say = @printf 'make: %s\n'
 
 .PHONY: run calibrate test bench golden dev docs package clean
@@ -23,14 +29,14 @@ package:
 	@test -x $(BIN)/python || { printf 'make: creating %s\n' "$(VENV)"; $(PYTHON) -m venv $(VENV); }
 	@if $(BIN)/python -m pip show -f clustersim 2>/dev/null | grep -q __editable__; then \
 		printf 'make: clustersim is installed editable (make dev): the CLI runs this tree\n'; \
-		test -f $(VENV)/.deps-$(EXTRAS) -a ! pyproject.toml -nt $(VENV)/.deps-$(EXTRAS) || { \
+		( $(have_deps) ) || { \
 			printf 'make: installing the dependencies%s (editable)\n' "$(if $(EXTRAS), with extras [$(EXTRAS)])"; \
 			$(PIP) -e "$(TARGET)" && touch $(VENV)/.deps-$(EXTRAS); }; \
-	elif ! test -f $(VENV)/.deps-$(EXTRAS) -a ! pyproject.toml -nt $(VENV)/.deps-$(EXTRAS); then \
+	elif ! ( $(have_deps) ); then \
 		printf 'make: installing clustersim and its dependencies%s into %s (a minute the first time)\n' \
 			"$(if $(EXTRAS), with extras [$(EXTRAS)])" "$(VENV)"; \
 		$(PIP) "$(TARGET)" && touch $(VENV)/.deps-$(EXTRAS) $(VENV)/.installed; \
-	elif test -n "$$(find $(SOURCES) -newer $(VENV)/.installed -print -quit 2>/dev/null)"; then \
+	elif ! test -f $(VENV)/.installed || test -n "$$(find $(SOURCES) -newer $(VENV)/.installed -print -quit)"; then \
 		printf 'make: reinstalling clustersim (the tree changed)\n'; \
 		$(PIP) --no-deps --force-reinstall . && touch $(VENV)/.installed; \
 	fi
