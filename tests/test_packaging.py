@@ -28,3 +28,13 @@ def data_folders() -> set[str]:
         if d.is_dir() and all(p.isidentifier() for p in rel) and any(f.is_file() for f in d.iterdir()):
             out.add(".".join(("clustersim", "traces", *rel)))
     return out
+
+
+def test_the_installed_extras_resolve_together():
+    # CI installs dev, calibrate and ray into one environment (.ci/run): pip finds no conflict there
+    # (the README's `pip install '.[dev,ray,notebooks]'` passes `pip check` too, with cloudpickle 2.2.1)
+    import subprocess
+    import sys
+
+    p = subprocess.run([sys.executable, "-m", "pip", "check"], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stdout + p.stderr
