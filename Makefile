@@ -20,7 +20,7 @@ have_deps = for s in $(VENV)/.deps-*; do test -f "$$s" -a ! pyproject.toml -nt "
 	test $$ok = 1 && exit 0; done; exit 1
 say = @printf 'make: %s\n'
 
-.PHONY: run calibrate test bench golden dev docs package clean
+.PHONY: run calibrate test bench golden reproduce dev docs package clean
 
 # the package and its dependencies with EXTRAS, installed as users install it (not editable), so
 # the CLI finds its configs that way; pip runs only when something changed (EXTRAS, pyproject.toml,
@@ -56,6 +56,11 @@ test: package
 # the performance suite (docs/performance.md): BENCH_ARGS="--full" adds the 1M-job points (minutes)
 bench: package
 	$(BIN)/python benchmarks/suite.py $(BENCH_ARGS)
+
+# every paper's reproduction cases over 5 seeds (docs/reproductions.md, regenerated with its figures);
+# REPRODUCE_ARGS="-- hydra/launcher=joblib" runs each sweep on all local cores
+reproduce: package
+	$(BIN)/clustersim-reproduce --publish $(REPRODUCE_ARGS)
 
 # rerun the golden cases (tests/golden), print every figure that moved, rewrite summaries.json
 golden: package

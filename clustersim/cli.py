@@ -140,21 +140,42 @@ def _configs():
 
 
 def choices(groups) -> dict[str, list[tuple[str, str]]]:
-    """Each config group's choices with the first line of their config file; hand-made trace
-    samples (``bundled:samples/``) say so."""
+    """Each config group's choices with the first line of their config file, clustersim's own
+    first, then installed plug-ins' (``clustersim.configs`` entry points; a plug-in's config of a
+    name clustersim has is never used, so not listed); hand-made trace samples
+    (``bundled:samples/``) say so."""
+    from clustersim.plugins import config_dir, config_packages
+
+    folders = [_configs()] + [d for d in (config_dir(p) for _, p in config_packages()) if d is not None]
     out = {}
     for group in groups:
-        rows = []
-        for f in sorted((_configs() / group).iterdir(), key=lambda f: f.name):
-            if not f.name.endswith(".yaml"):
+        rows, seen = [], set()
+        for folder in folders:
+            if not (folder / group).is_dir():
                 continue
-            text = f.read_text()
-            first = text.splitlines()[0].lstrip("# ").strip() if text.startswith("#") else ""
-            if "bundled:samples/" in text:
-                first = "[hand-made SAMPLE of the format: set trace.path] " + first.split("; hand-made sample")[0]
-            rows.append((f.name[:-5], first))
+            for f in sorted((folder / group).iterdir(), key=lambda f: f.name):
+                if not f.name.endswith(".yaml") or f.name[:-5] in seen:
+                    continue
+                seen.add(f.name[:-5])
+                text = f.read_text()
+                first = text.splitlines()[0].lstrip("# ").strip() if text.startswith("#") else ""
+                if "bundled:samples/" in text:
+                    first = "[hand-made SAMPLE of the format: set trace.path] " + first.split("; hand-made sample")[0]
+                rows.append((f.name[:-5], first))
         out[group] = rows
     return out
+
+
+def plugin_lines() -> list[str]:
+    """What each installed plug-in adds, for ``--help``."""
+    from clustersim.plugins import installed
+
+    found = installed()
+    if not found:
+        return ["plug-ins: none installed (an outside package adds policies, trace formats and their configs",
+                "  through entry points: docs/plugins.md, examples/clustersim-ljf)"]
+    return ["plug-ins (installed packages' entry points; their configs are listed above):"] + [
+        f"  {dist}: {', '.join(what)}" for dist, what in found.items()]
 
 
 def help_text() -> str:
@@ -179,6 +200,7 @@ def help_text() -> str:
             mark = "*" if defaults_.get(group) == name else " "
             lines.append(f"  {mark}{name:<{width}}{desc}")
         lines.append("")
+    lines += plugin_lines() + [""]
     lines += [
         "top-level keys: seed (int), until (s, or null), progress (null|true|false), limits.*, observe.*",
         "",

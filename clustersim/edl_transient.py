@@ -63,7 +63,9 @@ def transient(mechanism: str, interval: float, policy: str = "elastic_tiresias",
     while t < horizon:
         specs.append(_job(len(specs), f"t{len(specs)}", t, idle, interval * 1e3, idle, idle, model))
         t += 2 * interval
-    ov = overhead.make({"kind": mechanism, "charge_start": False}, zoo.costs_of)
+    # "ideal": the same scaling at no cost at all (EDL Fig. 10b's Ideal line)
+    ov = overhead.make({"kind": "constant"} if mechanism == "ideal" else {"kind": mechanism, "charge_start": False},
+                       zoo.costs_of)
     pol = policies.make(policy, thresholds=[1e12, 2e12])   # one queue: no priority changes in the window
     eng = Engine(specs, Cluster([NodeGroup(1, total, 32, 256)]), pol, speed=_Speed(zoo), overhead=ov, until=horizon)
     eng.run()

@@ -12,7 +12,7 @@ import time
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal
 
 import pyarrow as pa
 from omegaconf import DictConfig, OmegaConf
@@ -53,7 +53,12 @@ class PolicyConfig:
     """Keys every policy config has, besides the policy's own parameters."""
 
     name: str
+    config: str | None = None   # the policy config's own name (configs/policy/<config>.yaml), for the summary line
     decision_interval: Annotated[float, Range(gt=0)] | None = None   # null: event-driven; s: rounds
+    decision_slot: Literal["aligned", "from_last"] = "aligned"        # rounds at multiples, or from the last decision
+
+
+POLICY_KEYS = tuple(PolicyConfig.__dataclass_fields__)   # the keys a policy config has besides its parameters
 
 
 def check(cfg: DictConfig | dict) -> dict:
@@ -77,7 +82,7 @@ def check(cfg: DictConfig | dict) -> dict:
     check_trace(c["trace"])
     cluster_mod.check_config(c["cluster"])
     pol = dict(c["policy"])
-    check_params(PolicyConfig, {k: pol.pop(k) for k in ("name", "decision_interval") if k in pol}, "policy.{}")
+    check_params(PolicyConfig, {k: pol.pop(k) for k in POLICY_KEYS if k in pol}, "policy.{}")
     policies.make(c["policy"]["name"], **pol)   # checks the policy's own parameters
     overhead_mod.make(c["overhead"])
     faults_mod.check_config(c.get("faults"))
@@ -121,10 +126,12 @@ def _build(c: dict, table: pa.Table | None, trace_report: LoadReport | None) -> 
     jobs = build_jobs(table, f"trace {c['trace'].get('name')}", assignment, cluster, seed)
     params = dict(c["policy"])
     name, interval = params.pop("name"), params.pop("decision_interval", None)
+    slot = params.pop("decision_slot", "aligned")
+    params.pop("config", None)
     policy = policies.make(name, **params)
     ov = overhead_mod.make(c["overhead"], assignment.zoo.costs_of if assignment else None)
     return Engine(jobs, cluster, policy, speed=assignment.zoo.speed if assignment else None, overhead=ov,
-                  until=c.get("until"), progress=c.get("progress"), decision_interval=interval,
+                  until=c.get("until"), progress=c.get("progress"), decision_interval=interval, slot_from_last=slot == "from_last",
                   limits=Limits(**check_params(Limits, c.get("limits") or {}, "limits.{}")),
                   observe=Observe(**check_params(Observe, c.get("observe") or {}, "observe.{}")),
                   usage=assignment.zoo.usage if assignment else None, seed=seed,
@@ -370,7 +377,9 @@ def _version() -> str:
 
 def report(cfg: DictConfig | dict, summary: dict, run_dir: str | Path, warnings: list[str] | None = None) -> str:
     """The summary the command prints, with the run's warnings (default: from its run.json)."""
-    head = f"clustersim: policy={cfg['policy']['name']} trace={cfg['trace']['name']} seed={cfg['seed']} -> {run_dir}"
+    pol = cfg["policy"]
+    shown = pol["name"] if pol.get("config") in (None, pol["name"]) else f"{pol['config']} ({pol['name']})"
+    head = f"clustersim: policy={shown} trace={cfg['trace']['name']} seed={cfg['seed']} -> {run_dir}"
     if warnings is None:
         warnings = (read_meta(run_dir) or {}).get("warnings", [])
     warnings = "".join(f"\nwarning: {w}" for w in warnings)

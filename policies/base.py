@@ -55,9 +55,17 @@ def get(name: str) -> type[Policy]:
 
 
 def make(name: str, **params) -> Policy:
-    """Instantiate a registered policy with checked parameters (``simulator/params.py``)."""
+    """Instantiate a registered policy with checked parameters (``simulator/params.py``): an
+    unknown name, a plug-in that fails to load, a bad key or value is a ``ConfigError`` naming the key."""
+    from clustersim.simulator.errors import ConfigError
     from clustersim.simulator.params import check_params
-    cls = get(name)
+    from clustersim.simulator.registry import PluginError
+    try:
+        cls = get(name)
+    except KeyError as e:
+        raise ConfigError(f"policy.name: {e.args[0]}") from None
+    except PluginError as e:   # the installed package that provides it is broken: say which
+        raise ConfigError(f"policy.name: {name!r}: {e}") from None
     return cls(**check_params(cls.__init__, params, "policy.{}"))
 
 

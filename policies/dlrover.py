@@ -40,10 +40,10 @@ import numpy as np
 from clustersim.policies.base import Decision, JobView, Policy, View, register
 from clustersim.policies.dlrover_history import Config, History, Record, default_path, smooth
 from clustersim.policies.dlrover_search import Candidate, Costs, JobState, candidates, fit, greedy, predict, score
-from clustersim.policies.placement import PlacementName, merge, shrink, strategy
+from clustersim.policies.placement import PlacementAnyCluster, merge, shrink, strategy
 from clustersim.simulator.cluster import EPS
 from clustersim.simulator.job import StopReason, Tasks, task_counts, task_demand
-from clustersim.simulator.params import Count, Fraction, NonNegative, Positive, PositiveCount, Range
+from clustersim.simulator.params import Count, Fraction, NonNegative, Positive, Range
 
 SHARD_BATCHES = (256, 128, 64)   # [RM] §5.1: shard sizes of dynamic data sharding
 DRAFT_PS_CPU = 16.0              # [D] §4.1: "s = 16 is a reasonable value" for a PS
@@ -78,17 +78,21 @@ class DLRover(Policy):
     tags = frozenset({"elastic", "multi-resource", "ps"})
     dynamic_sharding = True   # a straggler's shards shrink: it never holds the job's tail ([RM] §5.1)
 
-    def __init__(self, history: str | None = None, history_run: str = "default", k: PositiveCount = 5,
+    # sizes are bounded so that a config cannot ask for a search that never ends (choice: k up to
+    # 1,000 neighbours, up to 1,024 cold-start PS, NSGA-II populations and generations up to 10,000
+    # each, 100x and 5,000x the defaults of [RM] §6)
+    def __init__(self, history: str | None = None, history_run: str = "default", k: Annotated[int, Range(ge=1, le=1000)] = 5,
                  mu: Annotated[float, Range(gt=0, lt=1)] = 0.5, min_similarity: Fraction = 0.5,
-                 cold_ps: PositiveCount = 1, interval: Positive = 180.0, min_interval: NonNegative = 60.0,
+                 cold_ps: Annotated[int, Range(ge=1, le=1024)] = 1, interval: Positive = 180.0, min_interval: NonNegative = 60.0,
                  opt_start_s: NonNegative = 60.0, opt_start_steps: NonNegative = 100.0,
-                 rho: float = 2.5, pop_size: PositiveCount = 40, generations: PositiveCount = 2, seed: Count = 0,
+                 rho: float = 2.5, pop_size: Annotated[int, Range(ge=1, le=10_000)] = 40,
+                 generations: Annotated[int, Range(ge=1, le=10_000)] = 2, seed: Count = 0,
                  job_cpu_cap: Positive = 200.0, pod_cpu: Positive = 32.0, job_steps: Positive = 200_000.0,
                  worker_launch_s: NonNegative = 120.0, prepare_s: NonNegative = 300.0, pause_s: NonNegative = 180.0,
                  price_cpu: Positive = 1.0, price_mem: NonNegative = 0.125, mem_margin: Fraction = 0.2,
                  hot_util: Fraction = 0.9, slow_ratio: Fraction = 0.8,
                  ps_oom: Literal["double_count", "double_memory"] = "double_count",
-                 placement: PlacementName = "spread"):
+                 placement: PlacementAnyCluster = "spread"):
         self.history_path = None if history is None else (default_path() if history == "cache" else history)
         self.history_run = history_run
         self.k, self.mu, self.min_similarity, self.cold_ps = k, mu, min_similarity, cold_ps

@@ -21,7 +21,7 @@ from typing import Literal
 
 from clustersim.policies.base import View, register
 from clustersim.policies.periodic import Active, Periodic, Step
-from clustersim.policies.placement import PlacementName
+from clustersim.policies.placement import PlacementAnyCluster
 from clustersim.simulator.cluster import EPS
 from clustersim.simulator.params import Positive
 
@@ -31,11 +31,9 @@ class Drf(Periodic):
     name = "drf"
     tags = frozenset({"elastic", "multi-resource", "ps"})
 
-    def __init__(self, interval: Positive = 1200.0, placement: PlacementName = "spread", event_driven: bool = False,
+    def __init__(self, interval: Positive = 1200.0, placement: PlacementAnyCluster = "spread", event_driven: bool = False,
                  fair_share: Literal["job", "tenant"] = "job"):
         super().__init__(interval, placement, event_driven)
-        if fair_share not in ("job", "tenant"):
-            raise ValueError(f"drf: fair_share must be 'job' or 'tenant', got {fair_share!r}")
         self.by_tenant = fair_share == "tenant"
 
     def allocate(self, view: View, jobs: list[Active]) -> list[Step]:

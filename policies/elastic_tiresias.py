@@ -44,10 +44,10 @@ import numpy as np
 
 from clustersim.policies.base import Decision, JobView, View, register
 from clustersim.policies.placement import PlacementName, release, shrink
-from clustersim.policies.tiresias import Tiresias
+from clustersim.policies.tiresias import Thresholds, Tiresias
 from clustersim.simulator.cluster import EPS, tasks_per_node
 from clustersim.simulator.job import nodes_of, task_counts
-from clustersim.simulator.params import Count, NonNegative, Positive, Range
+from clustersim.simulator.params import NonNegative, Positive, Range
 
 GAIN_EPS = 1e-9
 
@@ -65,19 +65,17 @@ class ElasticTiresias(Tiresias):
     name = "elastic_tiresias"
     tags = frozenset({"elastic"})
 
-    def __init__(self, thresholds: list[Positive] = (500.0, 10000.0), starvation_knob: NonNegative = 0.0,
+    def __init__(self, thresholds: Thresholds = (500.0, 10000.0), starvation_knob: NonNegative = 0.0,
                  gittins: bool = False, gittins_distribution: str = "bundled:tiresias/yarn-gput1000.csv",
                  gittins_delta: Positive = 3250.0, placement: PlacementName = "first_fit",
                  consolidate_models: list[str] = ("vgg11", "vgg16", "vgg19", "alexnet"),
-                 compaction: bool = True, expansion: bool = True, compaction_threshold: Count = 10,
-                 min_fraction: Positive = 0.5, reserve_retry_s: Positive = 1.0, reserve_timeout_s: Positive = 300.0,
+                 compaction: bool = True, expansion: bool = True, compaction_threshold: Annotated[int, Range(ge=0, le=1_000_000)] = 10,
+                 min_fraction: Annotated[float, Range(gt=0, le=1)] = 0.5, reserve_retry_s: Positive = 1.0, reserve_timeout_s: Positive = 300.0,
                  retry_s: Positive = 60.0, migrate_to_fewer_machines: bool = False,
                  remove_stragglers: bool = False, straggler_speed: Annotated[float, Range(gt=0, lt=1)] = 1 / 1.2,
                  straggler_check_s: Positive = 10.0):
         super().__init__(thresholds, starvation_knob, gittins, gittins_distribution, gittins_delta, placement,
                          consolidate_models)
-        if not 0 < min_fraction <= 1:
-            raise ValueError(f"elastic_tiresias: min_fraction must be in (0, 1], got {min_fraction}")
         self.compaction, self.expansion = compaction, expansion
         self.n_wait, self.r = int(compaction_threshold), float(min_fraction)
         self.reserve_retry_s, self.reserve_timeout_s, self.retry_s = reserve_retry_s, reserve_timeout_s, retry_s

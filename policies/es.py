@@ -10,11 +10,16 @@ wherever they fit (backfilling, as Kubernetes).
 
 from __future__ import annotations
 
-from clustersim.policies.base import Decision, JobView, Policy, View, register
-from clustersim.policies.placement import PlacementName, merge, shrink, strategy
-from clustersim.simulator.job import task_counts
-from clustersim.simulator.params import Fraction, Positive, PositiveCount
+from types import MappingProxyType
+from typing import Annotated
 
+from clustersim.policies.base import Decision, JobView, Policy, View, register
+from clustersim.policies.placement import PlacementAnyCluster, merge, shrink, strategy
+from clustersim.simulator.job import task_counts
+from clustersim.simulator.params import Fraction, Positive, Range
+
+# workers added per step: 1 to 1,024 (choice: a bound on one scale-out)
+Step = Annotated[int, Range(ge=1, le=1024)]
 IO_BOUND_STEP = {"wide_deep": 4, "deepfm": 4, "xdeepfm": 1, "dcn": 1}   # [D] §6.3
 
 
@@ -24,10 +29,10 @@ class ElasticScheduler(Policy):
     tags = frozenset({"elastic", "multi-resource", "ps"})
 
     def __init__(self, interval: Positive = 180.0, min_efficiency: Fraction = 0.3,
-                 steps: dict[str, PositiveCount] | None = None, default_step: PositiveCount = 1,
-                 job_cpu_cap: Positive = 200.0, placement: PlacementName = "spread"):
+                 steps: dict[str, Step] | None = MappingProxyType(IO_BOUND_STEP), default_step: Step = 1,
+                 job_cpu_cap: Positive = 200.0, placement: PlacementAnyCluster = "spread"):
         self.interval, self.min_efficiency = float(interval), float(min_efficiency)
-        self.steps = dict(IO_BOUND_STEP if steps is None else steps)
+        self.steps = dict(IO_BOUND_STEP if steps is None else steps)   # None: the default, as a config has it
         self.default_step, self.job_cpu_cap = default_step, float(job_cpu_cap)
         self.placement = placement
         self.place = strategy(placement)

@@ -35,7 +35,7 @@ from clustersim.simulator.cluster import EPS
 from clustersim.simulator.convergence import LossFitter
 from clustersim.simulator.errors import PolicyError
 from clustersim.simulator.job import task_counts
-from clustersim.simulator.params import Count, Fraction, NonNegative, Positive, PositiveCount, Range
+from clustersim.simulator.params import Count, Fraction, Length, NonNegative, Positive, Range
 from clustersim.simulator.rng import component_rng
 from clustersim.simulator.speed import OptimusSpeed
 
@@ -43,6 +43,8 @@ from clustersim.simulator.speed import OptimusSpeed
 # paper does not say. These span the grids measured (p, w up to 10) so that the fit does not
 # extrapolate far: mean error 4-28% over the Table 1 grids (docs/policies/optimus.md).
 PRERUN = ((1, 1), (1, 4), (4, 4), (4, 10), (10, 10))
+# one pre-run configuration: [PS, workers], each 1 to 1,024 tasks (choice: a bound on what a pre-run launches)
+PrerunPair = Annotated[list[Annotated[int, Range(ge=1, le=1024)]], Length(2, 2)]
 # Placement gives a job up once its candidate servers hold this many times what it needs in
 # every resource and still cannot host it evenly (fragmentation): it bounds a round's cost.
 GIVE_UP = 8.0
@@ -406,11 +408,11 @@ class Optimus(Policy):
 
     def __init__(self, interval: Positive = 1200.0, event_driven: bool = False,
                  threshold: Annotated[float, Range(gt=0)] | None = None, loose_threshold: NonNegative = 0.03,
-                 relative: bool = False, patience: PositiveCount = 5,
+                 relative: bool = False, patience: Annotated[int, Range(ge=1, le=1000)] = 5,
                  overestimate: Annotated[float, Range(ge=1)] = 1.05, prior_epochs: Positive = 20.0,
-                 prerun: list[list[int]] | None = None, prerun_s: NonNegative = 30.0,
+                 prerun: Annotated[list[PrerunPair], Length(1, 64)] | None = None, prerun_s: NonNegative = 30.0,
                  divisor: Literal["share", "raw"] = "share", on_no_fit: Literal["stop", "skip"] = "skip",
-                 max_tasks: Count = 0, keep_placement: bool = True, use_measured: bool = True,
+                 max_tasks: Annotated[int, Range(ge=0, le=100_000)] = 0, keep_placement: bool = True, use_measured: bool = True,
                  prediction_error: Fraction = 0.0, error_on: Literal["both", "convergence", "speed"] = "both",
                  seed: Count = 0):
         self.interval, self.event_driven = float(interval), event_driven
@@ -419,8 +421,6 @@ class Optimus(Policy):
         self.loose = float(loose_threshold) or None
         self.overestimate, self.prior_epochs = float(overestimate), float(prior_epochs)
         self.prerun = tuple(tuple(int(x) for x in s) for s in (PRERUN if prerun is None else prerun))
-        if any(len(s) != 2 or min(s) < 1 for s in self.prerun):
-            raise ValueError(f"{self.name}: prerun must list [p, w] pairs of counts >= 1, got {prerun!r}")
         self.delay = float(prerun_s) * len(self.prerun)   # §5/§6.1: pre-run time before the first start
         self.divisor, self.on_no_fit, self.max_tasks = divisor, on_no_fit, int(max_tasks)
         self.keep_placement, self.use_measured = keep_placement, use_measured

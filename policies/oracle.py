@@ -21,7 +21,7 @@ from typing import ClassVar
 
 from clustersim.policies.admission import GpuSizes, budget
 from clustersim.policies.base import Decision, JobView, Policy, View, register
-from clustersim.policies.placement import PlacementName, keep_in_place, release, strategy
+from clustersim.policies.placement import PlacementAnyCluster, keep_in_place, release, strategy
 from clustersim.simulator.cluster import EPS
 
 
@@ -30,7 +30,7 @@ class _ShortestFirst(Policy):
     tags = frozenset({"oracle", "multi-resource", "ps"})
     preemptive: ClassVar[bool] = False
 
-    def __init__(self, placement: PlacementName = "first_fit", gpu_time: bool = False):
+    def __init__(self, placement: PlacementAnyCluster = "first_fit", gpu_time: bool = False):
         self.place = strategy(placement)
         self.gpu_time = gpu_time
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from clustersim.policies.base import Decision, JobView, Policy, View
-from clustersim.policies.placement import PlacementName, merge, shrink, strategy
+from clustersim.policies.placement import PlacementAnyCluster, merge, shrink, strategy
 from clustersim.simulator.params import Positive
 from clustersim.simulator.job import task_counts, task_demand
 
@@ -89,9 +89,7 @@ class Step:
 
 
 class Periodic(Policy):
-    def __init__(self, interval: Positive = 1200.0, placement: PlacementName = "spread", event_driven: bool = False):
-        if not interval > 0:
-            raise ValueError(f"{self.name}: interval must be > 0 s, got {interval}")
+    def __init__(self, interval: Positive = 1200.0, placement: PlacementAnyCluster = "spread", event_driven: bool = False):
         self.interval = float(interval)
         self.place = strategy(placement)
         self.event_driven = event_driven

@@ -196,6 +196,8 @@ _NO_NODES = np.zeros((0, 3))      # a stand-in capacity to check a name before t
 
 
 PlacementName = Literal["first_fit", "best_fit", "consolidate", "spread", "align", "most_free", "whole_node"]
+# the strategies a policy that picks its strategy before it knows the cluster may use (all but whole_node)
+PlacementAnyCluster = Literal["first_fit", "best_fit", "consolidate", "spread", "align", "most_free"]
 
 
 def strategy(name: str, capacity: np.ndarray | None = None) -> Placement:

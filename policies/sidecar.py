@@ -37,6 +37,8 @@ larger than a host) run at their request, first fit, FIFO. docs/policies/sidecar
 
 from __future__ import annotations
 
+from typing import Annotated
+
 from dataclasses import dataclass
 
 import numpy as np
@@ -46,7 +48,11 @@ from clustersim.policies.placement import first_fit
 from clustersim.simulator.cluster import EPS, tasks_per_node
 from clustersim.simulator.job import nodes_of, task_counts
 from clustersim.simulator.overhead import PodRestart, SidecarRestart   # the §II-C costs, cited there
-from clustersim.simulator.params import NonNegative, Positive, PositiveCount
+from clustersim.simulator.params import Length, NonNegative, Positive, Range
+
+# GPUs a job may be given: 1 to 4,096 each, 1 to 64 options (choice: bounds on a list the
+# policy searches at every decision; SideCar's are 1, 2, 4, 8, §IV)
+GpuOptions = Annotated[list[Annotated[int, Range(ge=1, le=4096)]], Length(1, 64)]
 
 INF = float("inf")
 
@@ -56,10 +62,8 @@ class _Base(Policy):
 
     tick_s: float | None = None
 
-    def __init__(self, gpu_options: list[PositiveCount] = (1, 2, 4, 8), undeclared_iterations: Positive = 10010.0):
+    def __init__(self, gpu_options: GpuOptions = (1, 2, 4, 8), undeclared_iterations: Positive = 10010.0):
         self.options = sorted({int(o) for o in gpu_options})
-        if not self.options:
-            raise ValueError(f"{self.name}: gpu_options must not be empty")
         self.prior = float(undeclared_iterations)
 
     def reset(self, view: View) -> None:
@@ -169,7 +173,7 @@ class SideCar(_Base):
     name = "sidecar"
     tags = frozenset({"elastic"})
 
-    def __init__(self, gpu_options: list[PositiveCount] = (1, 2, 4, 8), undeclared_iterations: Positive = 10010.0,
+    def __init__(self, gpu_options: GpuOptions = (1, 2, 4, 8), undeclared_iterations: Positive = 10010.0,
                  container_init_s: NonNegative = 83.0,
                  process_restart_base_s: NonNegative = SidecarRestart.sidecar_base_s,
                  process_restart_per_gpu_s: NonNegative = SidecarRestart.sidecar_per_gpu_s,
@@ -367,7 +371,7 @@ class SideCarTermination(_Base):
     name = "sidecar_termination"
     tags = frozenset({"elastic"})
 
-    def __init__(self, gpu_options: list[PositiveCount] = (1, 2, 4, 8), undeclared_iterations: Positive = 10010.0,
+    def __init__(self, gpu_options: GpuOptions = (1, 2, 4, 8), undeclared_iterations: Positive = 10010.0,
                  count_restart: bool = False,
                  pod_kill_s: NonNegative = PodRestart.pod_kill_s,
                  pod_start_base_s: NonNegative = PodRestart.pod_start_base_s,
@@ -424,7 +428,7 @@ class K8sDefault(_Base):
 
     name = "k8s_default"
 
-    def __init__(self, gpu_options: list[PositiveCount] = (1, 2, 4, 8)):
+    def __init__(self, gpu_options: GpuOptions = (1, 2, 4, 8)):
         super().__init__(gpu_options)
 
     def decide(self, view: View) -> Decision:

@@ -23,7 +23,7 @@ import numpy as np
 
 from clustersim.policies.base import View, register
 from clustersim.policies.periodic import Active, Periodic, Step
-from clustersim.policies.placement import PlacementName
+from clustersim.policies.placement import PlacementAnyCluster
 from clustersim.simulator.cluster import EPS
 from clustersim.simulator.params import NonNegative, Positive
 
@@ -34,11 +34,9 @@ class Tetris(Periodic):
     oracle = True
     tags = frozenset({"oracle", "elastic", "multi-resource", "ps"})
 
-    def __init__(self, interval: Positive = 1200.0, placement: PlacementName = "align", event_driven: bool = False,
+    def __init__(self, interval: Positive = 1200.0, placement: PlacementAnyCluster = "align", event_driven: bool = False,
                  srtf_weight: NonNegative = 1.0):
         super().__init__(interval, placement, event_driven)
-        if srtf_weight < 0:
-            raise ValueError(f"tetris: srtf_weight must be >= 0, got {srtf_weight}")
         self.weight = float(srtf_weight)
 
     def allocate(self, view: View, jobs: list[Active]) -> list[Step]:

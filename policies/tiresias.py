@@ -32,18 +32,26 @@ on the fewest nodes (§3.3, placement); the others take the configured placement
 from __future__ import annotations
 
 import heapq
-from typing import Literal
+from typing import Annotated, Literal
 from bisect import bisect_left, bisect_right, insort
 
 import numpy as np
 
 from clustersim.policies.admission import GpuSizes, admit, budget
 from clustersim.policies.base import Decision, JobView, Policy, View, arrival, register
-from clustersim.simulator.params import NonNegative, Positive
+from clustersim.simulator.params import Increasing, Length, NonNegative, Positive, Rule, rules
 from clustersim.policies.placement import _NO_NODES, PlacementName, consolidate, keep_in_place, min_nodes, release, strategy
+from clustersim.simulator.errors import ConfigError, TraceError
 from clustersim.simulator.job import nodes_of
 
 EPS = 1e-6  # seconds: a threshold reached within a microsecond counts as reached
+
+# Queue thresholds (GPU-s): positive and increasing, one per queue boundary (§3.2); at most 16
+# boundaries (choice: the paper uses 1 or 2, and each boundary is a queue the policy keeps)
+Thresholds = Annotated[list[Positive], Increasing(), Length(1, 16)]
+# the queue-order variants order Tiresias's own FIFO queues; the Gittins index replaces that order
+GITTINS_ORDER = Rule(("queue_order", "gittins"), lambda order, gittins: not gittins or order == "clustersim",
+                     "queue_order orders the FIFO queues; with gittins: true leave it 'clustersim'")
 
 
 class _Job:
@@ -78,23 +86,23 @@ class _Job:
 class Tiresias(Policy):
     name = "tiresias"
 
-    def __init__(self, thresholds: list[Positive] = (3250.0, 7200.0), starvation_knob: NonNegative = 0.0,
+    @rules(GITTINS_ORDER)
+    def __init__(self, thresholds: Thresholds = (3250.0, 7200.0), starvation_knob: NonNegative = 0.0,
                  gittins: bool = False, gittins_distribution: str = "bundled:tiresias/yarn-gput1000.csv",
                  gittins_delta: Positive = 3250.0, placement: PlacementName = "first_fit",
                  consolidate_models: list[str] = ("vgg11", "vgg16", "vgg19", "alexnet"),
                  queue_order: Literal["clustersim", "tiresias", "pollux"] = "clustersim"):
-        self.thresholds = [float(t) for t in thresholds]
-        if any(b <= a for a, b in zip(self.thresholds, self.thresholds[1:])) or any(t <= 0 for t in self.thresholds):
-            raise ValueError(f"tiresias: thresholds must be positive and increasing, got {list(thresholds)}")
-        if starvation_knob < 0:
-            raise ValueError(f"tiresias: starvation_knob must be >= 0, got {starvation_knob}")
+        self.thresholds = [float(t) for t in thresholds]   # checked by their annotation (simulator/params.py)
         self.knob = float(starvation_knob)
-        self.gittins = GittinsIndex.from_file(gittins_distribution, gittins_delta) if gittins else None
+        try:
+            self.gittins = GittinsIndex.from_file(gittins_distribution, gittins_delta) if gittins else None
+        except TraceError:   # names the file, line and field already
+            raise
+        except (ValueError, OSError) as e:   # a file that is unreadable or holds no samples
+            raise ConfigError(f"policy.gittins_distribution: {e}") from None
         self.placement = placement
         self.place = strategy(placement, _NO_NODES)   # checks the name; bound to the cluster at reset
         self.consolidate_models = {m.lower() for m in consolidate_models}
-        if gittins and queue_order != "clustersim":
-            raise ValueError("tiresias: queue_order orders the FIFO queues; with gittins: true leave it 'clustersim'")
         self.queue_order = queue_order
 
     def reset(self, view: View) -> None:

@@ -98,7 +98,7 @@ class Engine:
     def __init__(self, jobs: list[JobSpec], cluster: Cluster, policy, *,
                  speed: SpeedModel | None = None, overhead: OverheadModel | None = None,
                  until: float | None = None, progress: bool | None = None,
-                 decision_interval: float | None = None, limits: Limits | None = None,
+                 decision_interval: float | None = None, slot_from_last: bool = False, limits: Limits | None = None,
                  observe: Observe | None = None, usage=None, seed: int = 0, faults=None):
         self.env = simpy.Environment()
         self.faults = faults   # simulator.faults.FaultModel or None: failures, slowdowns, checkpoints
@@ -112,6 +112,8 @@ class Engine:
             raise ValueError(f"decision_interval must be a finite number of seconds > 0, got {decision_interval!r}")
         self.until = until
         self.interval = decision_interval
+        self.slot_from_last = slot_from_last   # rounds start a slot after the last decision, not at multiples
+        self._slot_start = -math.inf           # time of the last decision (slot_from_last)
         self.limits = limits or Limits()
         self.observe = observe or Observe()
         self.jobs = sorted(jobs, key=lambda j: (j.submit_time, j.index))
@@ -327,8 +329,10 @@ class Engine:
     def _request_decision(self) -> None:
         now = self.env.now
         at = now
-        if self.interval is not None:   # rounds: the next multiple of the interval
-            at = math.ceil(now / self.interval - 1e-9) * self.interval
+        if self.interval is not None and self.slot_from_last:   # ElasticFlow's scheduler.py: events within a
+            at = max(now, self._slot_start + self.interval)      # slot of the last decision wait for its end
+        elif self.interval is not None:   # rounds: the next multiple of the interval
+            at = max(now, math.ceil(now / self.interval - 1e-9) * self.interval)   # never before now (float drift)
         if self._decision_at is None or at < self._decision_at:
             self._decision_at = at
             self._at(at - now, partial(self._decide, at), DECIDE)
@@ -349,6 +353,7 @@ class Engine:
         self._decision_at = None
         self.decisions += 1
         now = self.env.now
+        self._slot_start = now
         view = self._view()
         self._watch_livelock(view)
         decision = self.policy.decide(view)

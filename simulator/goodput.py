@@ -138,7 +138,11 @@ class Application:
     """One Pollux application: measured step times, fitted throughput, gradient statistics."""
 
     def __init__(self, directory: Path, max_epochs: int, max_local_bsz: int | None = None,
-                 perf: PerfParams | None = None):
+                 perf: PerfParams | None = None, unmeasured: str = "fitted"):
+        if unmeasured not in UNMEASURED:
+            raise ValueError(f"unmeasured must be one of {', '.join(UNMEASURED)}, got {unmeasured!r}")
+        self.unmeasured = unmeasured
+        self._interpolator = None
         self.directory = Path(directory)
         self.placements = _read(self.directory / "placements.csv",
                                 ("placement", "local_bsz", "step_time", "sync_time"))
@@ -168,6 +172,7 @@ class Application:
             self.measured[int(pid)] = tuple(self.placements[k][rows][order]
                                             for k in ("local_bsz", "step_time", "sync_time"))
         self.perf = perf or self.fit(scal)
+        self.scalability = scal
 
     def fit(self, scal: dict | None = None) -> PerfParams:
         """Fit the throughput parameters to every measured point (placements and scalability)."""
@@ -193,16 +198,50 @@ class Application:
         atomic = math.ceil(local / (accum + 1) - 1e-8)
         return min(atomic, int(self.max_batch / (replicas * (accum + 1)))) or 1, accum
 
+    def run_batch(self, batch: float, replicas: int) -> int:
+        """The global batch a job asking for ``batch`` actually runs on ``replicas`` GPUs:
+        replicas x atomic batch x (accumulation steps + 1), which the Pollux simulator's
+        ``Job.step`` uses for the statistical efficiency (BERT at 384 on 6 GPUs runs at 360)."""
+        atomic, accum = self.batch_split(batch, replicas)
+        return replicas * atomic * (accum + 1)
+
     def step_time(self, per_node: list[int], atomic: int) -> tuple[float, float]:
         """(step time, sync time) of one atomic step: measured where Pollux measured the
-        placement and batch, else the fitted model (sync time then the network share)."""
+        placement and batch, else (``unmeasured``) the fitted model (sync time then the network
+        share) or the Pollux simulator's interpolation over the measured points."""
         pid = placement_id(per_node)
         m = self.measured.get(pid) if pid is not None else None
         if m is not None and m[0][0] <= atomic <= m[0][-1]:
             return float(np.interp(atomic, m[0], m[1])), float(np.interp(atomic, m[0], m[2]))
         nodes, replicas = sum(1 for c in per_node if c), sum(per_node)
+        if self.unmeasured == "interpolated":
+            got = self.interpolated(nodes, replicas, atomic)
+            if got is not None:
+                return got
         step = float(self.perf.step_time(nodes, replicas, atomic))
         return step, max(step - float(_accum_time(np.array(_as_list(self.perf)), atomic)), 0.0)
+
+    def interpolated(self, nodes: int, replicas: int, atomic: int) -> tuple[float, float] | None:
+        """(step time, sync time) interpolated linearly in (nodes, replicas, local batch) over
+        the mean of each measured placement shape and the scalability rows, as the Pollux
+        simulator does for a placement it never measured (``Application.get_throughput``, nodes
+        capped at 16); None outside the measured points' convex hull (where the Pollux
+        simulator stops with an assertion, this falls back to the fitted model)."""
+        if self._interpolator is None:
+            from scipy.interpolate import LinearNDInterpolator   # here: scipy is slow to import
+            digits = [str(int(p)) for p in self.placements["placement"]]
+            shapes: dict[tuple, list] = {}
+            for d, b, st, sy in zip(digits, self.placements["local_bsz"], self.placements["step_time"],
+                                    self.placements["sync_time"]):
+                shapes.setdefault((len(d), sum(map(int, d)), float(b)), []).append((st, sy))
+            keys = sorted(shapes)   # pandas groupby's order: sorted keys
+            x = [k for k in keys] + list(zip(self.scalability["num_nodes"], self.scalability["num_replicas"],
+                                              self.scalability["local_bsz"]))
+            y = [tuple(np.mean(shapes[k], axis=0)) for k in keys] + list(zip(self.scalability["step_time"],
+                                                                           self.scalability["sync_time"]))
+            self._interpolator = LinearNDInterpolator(np.array(x, dtype=float), np.array(y, dtype=float))
+        step, sync = self._interpolator([[min(nodes, 16), replicas, atomic]])[0]
+        return (float(step), float(sync)) if np.isfinite(step) and np.isfinite(sync) else None
 
     def iteration_time(self, per_node: list[int], batch: float) -> float:
         """Seconds per iteration at a global batch: one step plus the accumulation steps
@@ -235,9 +274,17 @@ class Application:
         denom = var / s + sqr
         return (var + sqr) / denom if denom > 0 else 1.0
 
-    def iterations_to_target(self, batch: float) -> float:
-        """Iterations at ``batch`` to reach ``max_epochs`` epochs of progress."""
-        return sum((self.progress(e + 1) - self.progress(e)) / self.gain(batch, e) for e in range(self.max_epochs))
+    def iterations_to_target(self, batch: float, whole_seconds_at: float | None = None) -> float:
+        """Iterations at ``batch`` to reach ``max_epochs`` epochs of progress. With
+        ``whole_seconds_at`` (iterations/s), each epoch takes a whole number of seconds at that
+        rate, as in the Pollux simulator, whose ``Job.step`` rounds the time to each epoch's end
+        (``delta = round(...)``, from a whole second): e.g. CIFAR-10 at 2052 on 4+2 T4s, 897.3 s
+        of epochs exactly, 910 s rounded."""
+        per_epoch = [(self.progress(e + 1) - self.progress(e)) / self.gain(batch, e) for e in range(self.max_epochs)]
+        if whole_seconds_at is None:
+            return sum(per_epoch)
+        whole = sum(round(n / whole_seconds_at) for n in per_epoch) * whole_seconds_at
+        return whole if whole > 0 else sum(per_epoch)   # epochs all under half a second: no job of 0 s
 
     def target_examples(self) -> float:
         """Examples the application needs at its reference batch (progress x reference batch)."""
@@ -272,11 +319,25 @@ def _read(path: Path, columns: tuple[str, ...]) -> dict[str, np.ndarray]:
     return out
 
 
+# Throughput at a placement Pollux never measured: the fitted model (Pollux §3.1) or the Pollux
+# simulator's interpolation (Application.get_throughput); profile.goodput_unmeasured picks.
+UNMEASURED = ("fitted", "interpolated")
+
+
 @lru_cache(maxsize=None)
 def application(directory: str, max_epochs: int, max_local_bsz: int | None = None,
-                perf: tuple[float, ...] | None = None) -> Application:
+                perf: tuple[float, ...] | None = None, unmeasured: str = "fitted") -> Application:
     """One loaded application per directory and settings (fitted unless ``perf`` is given)."""
-    return Application(Path(directory), max_epochs, max_local_bsz, PerfParams(*perf) if perf else None)
+    return Application(Path(directory), max_epochs, max_local_bsz, PerfParams(*perf) if perf else None, unmeasured)
+
+
+def with_unmeasured(app: Application, unmeasured: str) -> Application:
+    """The same application with another rule for unmeasured placements (cached)."""
+    if app.unmeasured == unmeasured:
+        return app
+    perf = tuple(_as_list(app.perf))
+    mlb = app.max_local_bsz if app.max_local_bsz != int(app.placements["local_bsz"].max()) else None
+    return application(str(app.directory), app.max_epochs, mlb, perf, unmeasured)
 
 
 if __name__ == "__main__":   # print the fitted parameters of the bundled applications, as YAML

@@ -7,6 +7,14 @@ Annotations understood: ``bool`` (only true/false: ``backfill=no`` is an error, 
 otherwise), ``str``, ``Literal[...]``, ``X | None``, ``list[X]``/``tuple[X, ...]``, ``dict``,
 and ``Annotated[X, Range(...)]`` for bounds. Unknown keys are rejected with the list of
 valid ones.
+
+Rules beside the types: a list's shape (``Annotated[list[float], Increasing(), Length(1, 16)]``)
+and rules across parameters (``@rules(Rule(("gittins", "queue_order"), test, reason))`` on the
+``__init__``) are checked with the parameters, so that a bad config is a ``ConfigError`` naming
+the key before anything runs; a component's constructor repeats no check.
+
+An annotation that cannot be resolved is an error (``SchemaError``) where the component is
+registered, at import: a schema that silently checked nothing would let every value through.
 """
 
 from __future__ import annotations
@@ -40,6 +48,54 @@ class Range:
                 raise ConfigError(f"{key}: must be {word} {bound:g}, got {v!r}")
 
 
+@dataclass(frozen=True)
+class Increasing:
+    """A list whose items increase (``strict``: each greater than the one before)."""
+
+    strict: bool = True
+
+    def check(self, v, key: str) -> None:
+        bad = next((i for i in range(1, len(v)) if (v[i] <= v[i - 1] if self.strict else v[i] < v[i - 1])), None)
+        if bad is not None:
+            word = "increasing" if self.strict else "non-decreasing"
+            raise ConfigError(f"{key}: must be {word}, got {v!r} ({key}[{bad}] = {v[bad]!r} after {v[bad - 1]!r})")
+
+
+@dataclass(frozen=True)
+class Length:
+    """How many items a list may hold: ``Length(1, 16)``."""
+
+    min: int = 0
+    max: int | None = None
+
+    def check(self, v, key: str) -> None:
+        if len(v) < self.min or (self.max is not None and len(v) > self.max):
+            want = f"at least {self.min}" if self.max is None else f"{self.min} to {self.max}"
+            raise ConfigError(f"{key}: must hold {want} items, got {len(v)}")
+
+
+@dataclass(frozen=True)
+class Rule:
+    """A rule across parameters: ``test(*values of keys)`` must hold, else ``ConfigError``
+    naming the first of ``keys`` the config set (or the first key) and ``reason``."""
+
+    keys: tuple[str, ...]
+    test: Callable[..., bool]
+    reason: str
+
+
+def rules(*declared: Rule) -> Callable:
+    """Decorator of an ``__init__`` (or any checked callable): its cross-parameter rules."""
+    def deco(fn):
+        fn.__param_rules__ = tuple(getattr(fn, "__param_rules__", ())) + declared
+        return fn
+    return deco
+
+
+class SchemaError(TypeError):
+    """A component's parameter annotations cannot be read (a programming error, raised at import)."""
+
+
 NonNegative = Annotated[float, Range(ge=0)]
 Positive = Annotated[float, Range(gt=0)]
 Count = Annotated[int, Range(ge=0)]
@@ -53,8 +109,9 @@ def parameters(fn: Callable) -> dict[str, tuple[Any, Any]]:
     sig = inspect.signature(fn)
     try:
         hints = typing.get_type_hints(fn, include_extras=True)
-    except Exception:   # an annotation that cannot be resolved is treated as Any
-        hints = {}
+    except Exception as e:   # checking nothing would pass every value: fail where it is declared
+        raise SchemaError(f"{getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', fn)}: a parameter "
+                          f"annotation cannot be resolved ({type(e).__name__}: {e})") from None
     return {name: (hints.get(name, Any), p.default) for name, p in sig.parameters.items()
             if name != "self" and not name.startswith("_")
             and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
@@ -70,7 +127,21 @@ def check_params(fn: Callable, params: Mapping, where: str = "{}", *, skip: tupl
     unknown = sorted(set(params) - set(spec))
     if unknown:
         raise ConfigError(f"{where.format(unknown[0])}: unknown key; valid keys: {', '.join(sorted(spec)) or 'none'}")
-    return {k: coerce(v, spec[k][0], where.format(k)) for k, v in params.items()}
+    out = {k: coerce(v, spec[k][0], where.format(k)) for k, v in params.items()}
+    declared = getattr(fn, "__param_rules__", ())
+    if declared:
+        values = {k: d for k, (_, d) in spec.items()} | out
+        for rule in declared:
+            if not rule.test(*(values[k] for k in rule.keys)):
+                key = next((k for k in rule.keys if k in out), rule.keys[0])
+                raise ConfigError(f"{where.format(key)}: {rule.reason}")
+    return out
+
+
+def defaults(fn: Callable) -> dict[str, Any]:
+    """``{name: default}`` of ``fn``'s parameters that have one (tuples as lists, as a config has them)."""
+    return {k: list(d) if isinstance(d, tuple) else dict(d) if isinstance(d, Mapping) else d
+            for k, (_, d) in parameters(fn).items() if d is not inspect.Parameter.empty}
 
 
 def coerce(value, tp, key: str, allow_inf: bool = False):
@@ -83,7 +154,7 @@ def coerce(value, tp, key: str, allow_inf: bool = False):
         base, *meta = typing.get_args(tp)
         v = coerce(value, base, key, any(isinstance(m, Range) and not m.finite for m in meta))
         for m in meta:
-            if isinstance(m, Range) and v is not None:
+            if v is not None and hasattr(m, "check"):   # Range, Increasing, Length
                 m.check(v, key)
         return v
     if origin in (Union, types.UnionType):

@@ -27,7 +27,8 @@ from clustersim.simulator.cluster import tasks_per_node
 from clustersim.simulator.job import JobSpec, RoleSpec
 from clustersim.simulator.params import NonNegative, PositiveCount, Range, check_params
 from clustersim.simulator.rng import component_rng
-from clustersim.simulator.errors import TraceError
+from clustersim.simulator.speed import scaling_role
+from clustersim.simulator.errors import ConfigError, TraceError
 from clustersim.traces.schema import role_rows
 
 COLUMNS = ["job_id", "submit_time", "duration", "iterations", "roles", "tenant", "user", "model",
@@ -41,9 +42,12 @@ class ProfileConfig:
     name: str | None = None
     zoo: bool = False
     files: list[str] | None = None
-    unknown: Literal["random", "error"] = "random"
+    unknown: Literal["warn", "error"] = "warn"
+    models: dict[str, str] | None = None
     pool: dict | None = None
     convergence: dict | None = None
+    goodput_unmeasured: Literal["fitted", "interpolated"] = "fitted"
+    goodput_whole_seconds: bool = False
 
 
 @dataclass(frozen=True)
@@ -67,12 +71,20 @@ class Assignment:
 
     zoo: object                                   # simulator.profiles.Zoo
     pool: dict[str, list[str]] = field(default_factory=dict)   # family -> profile names
-    unknown: str = "random"                       # a model name without a profile: random | error
+    unknown: str = "warn"                         # a model name without a profile: warn (and draw) | error
     convergence: dict | None = None               # simulator.convergence.assign_curves options
+    whole_seconds: bool = False                   # goodput jobs: each epoch a whole number of seconds
+    models: dict[str, str] = field(default_factory=dict)   # trace model name (normalised) -> profile name
 
     def __post_init__(self):
-        if self.unknown not in ("random", "error"):
-            raise ValueError(f"profile.unknown must be 'random' or 'error', got {self.unknown!r}")
+        if self.unknown not in ("warn", "error"):
+            raise ValueError(f"profile.unknown must be 'warn' or 'error', got {self.unknown!r}")
+        from clustersim.simulator.profiles import normalise
+        for model, name in list(self.models.items()):
+            if name not in self.zoo.profiles:
+                raise ConfigError(f"profile.models.{model}: no profile {name!r}; known: "
+                                  f"{', '.join(self.zoo.names())}")
+        self.models = {normalise(k): v for k, v in self.models.items()}
         for family, names in self.pool.items():
             for n in names:
                 if self.zoo.profile(n).family != family:
@@ -93,10 +105,47 @@ class Assignment:
             return None
         from clustersim.simulator import profiles
         zoo = profiles.load(cfg.get("files"))
+        if cfg.get("goodput_unmeasured", "fitted") != "fitted":
+            zoo = _with_unmeasured(zoo, cfg["goodput_unmeasured"])
         pool = {k: list(v) for k, v in (cfg.get("pool") or {}).items()}
         for family in ("gpu", "ps"):
             pool.setdefault(family, zoo.pool(family))
-        return cls(zoo, pool, cfg.get("unknown", "random"), cfg.get("convergence"))
+        return cls(zoo, pool, cfg.get("unknown", "warn"), cfg.get("convergence"),
+                   cfg.get("goodput_whole_seconds", False), dict(cfg.get("models") or {}))
+
+    def match(self, model: str | None, family: str):
+        """The profile a trace's model name refers to: through ``models`` (an explicit mapping),
+        else by the zoo's names and aliases; None if neither knows it."""
+        if model:
+            from clustersim.simulator.profiles import normalise
+            name = self.models.get(normalise(model))
+            if name is not None:
+                prof = self.zoo.profile(name)
+                return prof if prof.family == family else None
+        return self.zoo.match(model, family)
+
+
+_DERIVED: dict = {}   # (id of a loaded zoo, rule) -> (that zoo, the zoo with the rule): kept while it is
+
+
+def _with_unmeasured(zoo, rule: str):
+    """``zoo`` whose Pollux goodput profiles take ``rule`` for placements Pollux never measured
+    (simulator/goodput.py ``UNMEASURED``). A new zoo, so that its rate cache is its own."""
+    kept = _DERIVED.get((id(zoo), rule))
+    if kept is not None and kept[0] is zoo:
+        return kept[1]
+    from clustersim.simulator import goodput
+    from clustersim.simulator.profiles import Zoo
+
+    def swap(p):
+        by_type = {t: swap(sub) for t, sub in p.by_type.items()}
+        app = goodput.with_unmeasured(p.app, rule) if p.app is not None else None
+        return replace(p, app=app, by_type=by_type, _aware=None)
+
+    derived = Zoo({name: swap(p) for name, p in zoo.profiles.items()})
+    _DERIVED.clear()
+    _DERIVED[(id(zoo), rule)] = (zoo, derived)
+    return derived
 
 
 def build_jobs(table: pa.Table, source: str = "trace", assignment: Assignment | None = None,
@@ -109,6 +158,7 @@ def build_jobs(table: pa.Table, source: str = "trace", assignment: Assignment | 
     rng = component_rng(seed, "workload") if assignment else None
     rates: dict = {}   # (profile, batch, roles) -> rate at the requested allocation, placed packed
     matched: dict = {}   # (model, roles) -> (family, the model's profile or None): a few distinct per trace
+    drawn: dict = {}     # (model name without a profile, family) -> jobs given a drawn profile (unknown: warn)
     jobs = []
     for i, (job_id, submit, duration, iterations, key, tenant, user, model, deadline, priority, batch, gpu_type) in \
             enumerate(zip(*cols)):
@@ -128,14 +178,28 @@ def build_jobs(table: pa.Table, source: str = "trace", assignment: Assignment | 
         m = matched.get((model, key))
         if m is None:
             family = family_of(roles)
-            m = matched[(model, key)] = (family, assignment.zoo.match(model, family))
+            m = matched[(model, key)] = (family, assignment.match(model, family))
         _with_profile(fields, assignment, rng, cluster, rates, f"{source}: row {i} (job {job_id!r})", *m)
+        if m[1] is None and model:
+            drawn[(model, m[0])] = drawn.get((model, m[0]), 0) + 1
         jobs.append(JobSpec(**fields))
+    if drawn:
+        _warn_drawn(source, drawn)
     if assignment and (assignment.curves_for_all or any(s.total_work == 0 for s in jobs)):
         from clustersim.simulator.convergence import assign_curves
         jobs = assign_curves(jobs, assignment, component_rng(seed, "convergence"), source, assignment.curves_for_all)
         jobs = [s if s.duration is not None else replace(s, duration=s.total_work / rates[_rate_key(s)]) for s in jobs]
     return jobs
+
+
+def _warn_drawn(source: str, drawn: dict) -> None:
+    """One warning line naming every model name that had no profile and how many jobs drew one."""
+    import logging
+    names = ", ".join(f"{m!r} x{n}" for (m, _), n in sorted(drawn.items(), key=lambda kv: (-kv[1], kv[0])))
+    logging.getLogger("clustersim").warning(
+        f"{source}: {sum(drawn.values())} job(s) name a model without a profile ({names}); each got one drawn "
+        "from profile.pool (profile.unknown: warn). Map them with profile.models.<name>=<profile>, or set "
+        "profile.unknown=error")
 
 
 def _rate_key(spec: JobSpec) -> tuple:
@@ -152,8 +216,8 @@ def _with_profile(fields: dict, a: Assignment, rng, cluster, rates: dict, where:
     at the requested allocation."""
     if prof is None:
         if fields["model"] and a.unknown == "error":
-            raise TraceError(f"{where}: model {fields['model']!r} has no {family} profile; known: "
-                             f"{', '.join(a.zoo.names(family))}")
+            raise TraceError(f"{where}: model {fields['model']!r} has no {family} profile (profile.unknown: error); "
+                             f"map it with profile.models.<name>=<profile>; known: {', '.join(a.zoo.names(family))}")
         pool = a.pool.get(family) or []
         if not pool:
             raise TraceError(f"{where}: no {family} profile to draw from (profile.pool.{family} is empty)")
@@ -171,18 +235,24 @@ def _with_profile(fields: dict, a: Assignment, rng, cluster, rates: dict, where:
         fields["total_work"] = fields["duration"] * rate
         return
     if fields["total_work"] == 0 and prof.goodput_app() is not None:
-        fields["total_work"] = _to_target(prof, JobSpec(**fields), where)
+        fields["total_work"] = _to_target(prof, JobSpec(**fields), where, rate if a.whole_seconds else None)
     if fields["total_work"] > 0:
         fields["duration"] = fields["total_work"] / rate
     # else convergence-driven: its loss curve sizes it (simulator.convergence.assign_curves)
 
 
-def _to_target(prof, spec: JobSpec, where: str) -> float:
+def _to_target(prof, spec: JobSpec, where: str, whole_seconds_at: float | None = None) -> float:
     """Statistical efficiency: the iterations a job at its batch needs to reach its model's
     target (Pollux's examples to ``max_epochs`` epochs of progress, simulator/goodput.py), so a
-    larger batch needs more examples, as the model's gradient statistics say."""
+    larger batch needs more examples, as the model's gradient statistics say. The batch is the
+    one the job actually runs at its requested GPU count (the Pollux simulator's
+    ``Job.step``: replicas x atomic batch x accumulation steps, e.g. 360 for BERT's 384 on 6).
+    ``whole_seconds_at`` (the rate at the requested allocation, placed packed): each epoch lasts
+    a whole number of seconds at that rate (``profile.goodput_whole_seconds``)."""
+    app = prof.goodput_app()
     try:
-        return prof.goodput_app().iterations_to_target(prof.batch(spec))
+        return app.iterations_to_target(app.run_batch(prof.batch(spec), spec.role(scaling_role(spec)).count),
+                                        whole_seconds_at)
     except ValueError as e:
         raise TraceError(f"{where}: {e}") from None
 

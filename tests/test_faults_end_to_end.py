@@ -10,8 +10,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from clustersim import policies
+from clustersim.conformance import check_policy
 from clustersim.experiment import compose, run
-from clustersim.policies.conformance import check_policy
 
 
 # the package's policies (other test modules register deliberately broken ones)
@@ -24,7 +24,7 @@ def test_registered_policy_conforms_with_faults(name):
 
 
 def test_harsh_faults_really_fail_jobs_in_the_suite():
-    from clustersim.policies.conformance import FAULTS, contention_case, run_case
+    from clustersim.conformance import FAULTS, contention_case, run_case
     from dataclasses import replace
     out = run_case(policies.get("fifo"), replace(contention_case(frozenset()), faults=FAULTS))
     s = out.recorder.summary()

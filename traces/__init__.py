@@ -22,6 +22,7 @@ from clustersim.traces.schema import TraceError, validate
 
 DATA = Path(__file__).parent / "data"
 BUNDLED = "bundled:"
+PKG = "pkg:"
 
 Reader = Callable[..., pa.Table]
 
@@ -57,12 +58,28 @@ def get(fmt: str) -> Format:
 
 
 def resolve(path: str | Path) -> Path:
-    """A path as given, or ``bundled:<rel>`` for a file shipped in ``traces/data``."""
+    """A path as given, ``bundled:<rel>`` for a file shipped in ``traces/data``, or
+    ``pkg:<package>/<rel>`` for a file an installed package ships (a plug-in's sample trace)."""
     s = str(path)
-    p = DATA / s[len(BUNDLED):] if s.startswith(BUNDLED) else Path(s).expanduser()
+    if s.startswith(PKG):
+        p = _package_file(s)
+    else:
+        p = DATA / s[len(BUNDLED):] if s.startswith(BUNDLED) else Path(s).expanduser()
     if not p.exists():
         raise TraceError(f"{s}: no such trace file ({p})")
     return p
+
+
+def _package_file(s: str) -> Path:
+    import importlib.util
+    package, _, rel = s[len(PKG):].partition("/")
+    try:
+        spec = importlib.util.find_spec(package) if package.isidentifier() else None
+    except ImportError:
+        spec = None
+    if spec is None or not spec.submodule_search_locations:
+        raise TraceError(f"{s}: no installed package {package!r}")
+    return Path(list(spec.submodule_search_locations)[0]) / rel
 
 
 def prepare(fmt: str, path: str | Path, options: dict) -> tuple[Format, Path, dict]:

@@ -11,12 +11,13 @@ unchanged. See docs/traces/elasticflow.md.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from clustersim.traces import register
 from clustersim.traces.collect import BadRows, Jobs
 from clustersim.traces.csvrows import Ordered, number, rows, text
-from clustersim.traces.schema import gpu_worker_role
+from clustersim.traces.schema import TraceError, gpu_worker_role
 
 COLUMNS = ("job_id", "submission_time", "duration", "num_gpu")
 EXTRA = ("num_iteration", "model_name", "deadline", "batch_size")
@@ -41,7 +42,15 @@ def _rows(path: Path, bad: BadRows):
 
 
 @register("elasticflow")
-def read(path: Path, *, bad: BadRows, cpu_per_gpu: float = 0.0, mem_per_gpu: float = 0.0):
+def read(path: Path, *, bad: BadRows, cpu_per_gpu: float = 0.0, mem_per_gpu: float = 0.0, elastic: bool = False,
+         throughputs: str = "bundled:elasticflow_peer/throughputs_T4"):
+    """``elastic: true`` lets each job of the ElasticFlow form use 1 .. ``max_gpu`` GPUs, as the
+    ElasticFlow simulator does (jobs.py ``add_job``: the largest GPU count its model's throughput
+    table (``throughputs``: a folder of ``<model>.csv``) has a number for at its batch size, at most
+    64 and at most the batch size); false: its ``num_gpu`` only."""
+    if not isinstance(elastic, bool):
+        raise TraceError(f"{path}: option elastic must be true or false, got {elastic!r}")
+    tables = _tables(path, throughputs) if elastic else None
     jobs = Jobs(path, bad)
     order = Ordered(path, "submission_time")
     tenant = path.stem
@@ -60,7 +69,44 @@ def read(path: Path, *, bad: BadRows, cpu_per_gpu: float = 0.0, mem_per_gpu: flo
                     deadline=number(path, line, "deadline", r["deadline"], minimum=0),
                     batch_size=int(number(path, line, "batch_size", r["batch_size"], positive=True, integer=True)))
             order.check(line, submit)
-            jobs.add(text(path, line, "job_id", r["job_id"]), submit, [gpu_worker_role(gpus, cpu_per_gpu, mem_per_gpu)],
+            role = gpu_worker_role(gpus, cpu_per_gpu, mem_per_gpu)
+            if tables is not None:
+                role = _elastic(path, line, role, tables, extra)
+            jobs.add(text(path, line, "job_id", r["job_id"]), submit, [role],
                      status="completed", duration=number(path, line, "duration", r["duration"], positive=True),
                      tenant=tenant, **extra)
     return jobs.table()
+
+
+def _tables(path: Path, folder: str) -> dict[str, dict[int, int]]:
+    """model -> {batch size: the largest GPU count with a throughput} from ElasticFlow's
+    ``throughputs_<GPU>/<model>.csv`` (``global_batch_size,1,2,4,...``; ``nan`` where unmeasured)."""
+    import csv
+    import math
+    from clustersim.traces import resolve
+    try:
+        files = sorted(Path(resolve(folder)).glob("*.csv"))
+    except (OSError, ValueError) as e:
+        raise TraceError(f"{path}: option throughputs: {e}") from None
+    if not files:
+        raise TraceError(f"{path}: option throughputs: no <model>.csv in {folder}")
+    out: dict[str, dict[int, int]] = {}
+    for f in files:
+        with open(f, newline="") as fh:
+            for row in csv.DictReader(fh):
+                counts = [int(k) for k, v in row.items() if k != "global_batch_size" and v and
+                          math.isfinite(float(v))]
+                out.setdefault(f.stem, {})[int(row["global_batch_size"])] = max(counts, default=1)
+    return out
+
+
+def _elastic(path: Path, line: int, role, tables: dict, extra: dict):
+    """``role`` with ElasticFlow's elastic bounds: 1 .. max_gpu (jobs.py ``add_job``)."""
+    model, batch = extra.get("model"), extra.get("batch_size")
+    top = tables.get(model, {}).get(batch)
+    if top is None:
+        raise TraceError(f"{path}: line {line}: field 'model_name': no throughput row for {model!r} at batch {batch} "
+                         f"(models: {', '.join(sorted(tables))}); set options.elastic: false", line=line,
+                         field="model_name")
+    hi = max(1, min(64, batch, top))
+    return replace(role, count=min(role.count, hi), min_count=1, max_count=hi)

@@ -1,19 +1,20 @@
-"""Every registered policy passes the conformance suite (policies/conformance.py), and the suite
-catches what it claims to: deliberately broken policies fail it, each with a message that says why.
+"""Every registered policy passes the conformance suite (clustersim/conformance.py), and the suite
+catches what it claims to: deliberately broken policies (mutants of a correct one, one per way of
+breaking the contract) each fail it, with the check and the reason that say what is wrong.
 
 The broken policies are defined at this module's top level so that the determinism check's
 fresh processes can import them."""
 
 from __future__ import annotations
 
+import random
 import time
 
 import pytest
 
 from clustersim import policies
 from clustersim.policies.base import Decision, Policy, View
-from clustersim.policies.conformance import (Case, ConformanceError, NodeFailure, check_policy, contention_case,
-                                             run_case)
+from clustersim.conformance import Case, ConformanceError, NodeFailure, check_policy, contention_case, run_case
 from clustersim.policies.placement import strategy
 from clustersim.simulator.cluster import NodeGroup
 from clustersim.simulator.view import OracleError
@@ -80,6 +81,55 @@ class ReadsTruthAroundItsView(Greedy):
         return sorted(view.pending.values(), key=lambda j: j._state.spec.total_work)
 
 
+class ReadsTruthOnceAJobEnded(Greedy):
+    """Reads the true sizes around its view only after the first job finished (a comparison
+    that stops at the first job end cannot see it)."""
+
+    name = "sneaky-later"
+
+    def reset(self, view):
+        self.ended = False
+
+    def order(self, view):
+        self.ended = self.ended or bool(view.finished)
+        if self.ended:
+            return sorted(view.pending.values(), key=lambda j: j._state.spec.total_work)
+        return super().order(view)
+
+
+class ReadsDurationAfterTimeZero(Greedy):
+    """Orders by the recorded duration, around its view, only for decisions after t = 0."""
+
+    name = "sneaky-after-start"
+
+    def order(self, view):
+        if view.now > 0:
+            return sorted(view.pending.values(), key=lambda j: (j._state.spec.duration, j.index))
+        return super().order(view)
+
+
+class ReadsTheEventQueue(Greedy):
+    """Peeks at the engine's event queue (the running jobs' completion times) to time its wake-up."""
+
+    name = "reads-event-queue"
+
+    def decide(self, view):
+        decision = super().decide(view)
+        queue = view.clock._env._queue
+        if queue and view.pending:
+            decision.wakeup = max(queue[0][0] - view.now, 1.0)
+        return decision
+
+
+class ReadsTruthThroughProfiled(Greedy):
+    """Reaches the job's spec through its profiled-speed object."""
+
+    name = "reads-profiled-spec"
+
+    def order(self, view):
+        return sorted(view.pending.values(), key=lambda j: (j.profiled._spec.total_work, j.index))
+
+
 class HashOrder(Greedy):
     """Breaks ties by hash order: the same in one process, different under another PYTHONHASHSEED."""
 
@@ -87,6 +137,66 @@ class HashOrder(Greedy):
 
     def order(self, view):
         return sorted(view.pending.values(), key=lambda j: hash(j.job_id))
+
+
+class UnseededRandom(Greedy):
+    """Shuffles its queue with the global, unseeded random generator."""
+
+    name = "unseeded-random"
+
+    def order(self, view):
+        jobs = super().order(view)
+        random.shuffle(jobs)
+        return jobs
+
+
+class ClassState(Greedy):
+    """Counts the starts of each job in a class attribute, so every instance shares one count,
+    and puts jobs started less often first."""
+
+    name = "class-state"
+    starts: dict = {}
+
+    def order(self, view):
+        return sorted(super().order(view), key=lambda j: self.starts.get(j.job_id, 0))
+
+    def decide(self, view):
+        decision = super().decide(view)
+        for jid in decision.allocations:
+            self.starts[jid] = self.starts.get(jid, 0) + 1
+        return decision
+
+
+_SEEN: set = set()   # module state of ModuleState
+
+
+class ModuleState(Greedy):
+    """Keeps the jobs it has seen in a module-level set."""
+
+    name = "module-state"
+
+    def order(self, view):
+        jobs = super().order(view)
+        _SEEN.update(j.job_id for j in jobs)
+        return jobs
+
+
+class ResetDoesNotReset(Greedy):
+    """Starts jobs in rounds 100 s apart; the next round is set in __init__, not in reset, so a
+    second run starts where the first ended."""
+
+    name = "reset-does-not-reset"
+
+    def __init__(self):
+        self.next_round = 0.0
+
+    def decide(self, view):
+        if view.now < self.next_round:
+            return Decision(wakeup=self.next_round - view.now)
+        self.next_round = view.now + 100.0
+        decision = super().decide(view)
+        decision.wakeup = 100.0 if view.pending else None
+        return decision
 
 
 class WritesFree(Greedy):
@@ -114,6 +224,18 @@ class ChangesGrants(Greedy):
         return super().decide(view)
 
 
+class DropsFromPending(Greedy):
+    """Removes the jobs it starts from the view's pending mapping."""
+
+    name = "drops-from-pending"
+
+    def decide(self, view):
+        decision = super().decide(view)
+        for jid in decision.allocations:
+            del view.pending[jid]
+        return decision
+
+
 class WakesEveryMicrosecond(Greedy):
     name = "insomniac"
 
@@ -139,6 +261,22 @@ class HalfGang(Greedy):
         return out
 
 
+class PlacesOnDownNodes(Greedy):
+    """Plans on ``free`` (which shows a down node's resources as if it were up) instead of
+    ``free_copy()``."""
+
+    name = "places-on-down-nodes"
+
+    def decide(self, view):
+        free = view.cluster.free.copy()
+        decision = Decision()
+        for job in self.order(view):
+            alloc = first_fit(free, job.roles, job.requested_counts())
+            if alloc is not None:
+                decision.allocations[job.job_id] = alloc
+        return decision
+
+
 class Starves(Greedy):
     """Never starts the last job to arrive at any instant."""
 
@@ -157,66 +295,101 @@ class Crashes(Greedy):
         return super().decide(view)
 
 
-def _fails(cls, match: str, **kw) -> ConformanceError:
+class ResetCrashes(Greedy):
+    name = "reset-crashes"
+
+    def reset(self, view):
+        raise RuntimeError("no queues configured")
+
+
+class AllocatesAGhost(Greedy):
+    """Allocates a job that does not exist."""
+
+    name = "allocates-a-ghost"
+
+    def decide(self, view):
+        decision = super().decide(view)
+        decision.allocations["ghost"] = {"worker": {0: 1}}
+        return decision
+
+
+class ReturnsADict(Greedy):
+    """Returns its allocations as a plain dict instead of a Decision."""
+
+    name = "returns-a-dict"
+
+    def decide(self, view):
+        return dict(super().decide(view).allocations)
+
+
+def _fails(cls, check: str, match: str, **kw) -> ConformanceError:
+    """``cls`` fails the suite at ``check``, with a message matching ``match``."""
     with pytest.raises(ConformanceError, match=match) as info:
         check_policy(cls, examples=kw.pop("examples", 3), determinism=kw.pop("determinism", False), **kw)
     assert f"policy {cls.name!r}" in str(info.value)
+    assert info.value.check == check, str(info.value)
     return info.value
 
 
-def test_over_allocating_fails_capacity():
-    e = _fails(OverAllocating, r"fails check 'capacity' on input contention.*over-allocated a node.*node 0")
-    assert e.check == "capacity"
+# Each mutant: the check that must catch it and the reason it must give. The first failing
+# check is reported, so each reason is asserted exactly (a nondeterministic policy reported as
+# "reads ground truth" fails here).
+MUTANTS = [
+    (OverAllocating, "capacity", r"over-allocated a node.*node 0"),
+    (ReadsTruth, "hidden truth", r"non-oracle policy read ground truth.*remaining_work"),
+    (ReadsTruthAroundItsView, "hidden truth", r"views equal in every observable.*decided .* at t=\d"),
+    (ReadsTruthOnceAJobEnded, "hidden truth", r"views equal in every observable.*at t=[1-9][\d.]* s \(decision [2-9]"),
+    (ReadsDurationAfterTimeZero, "hidden truth", r"views equal in every observable.*at t=[1-9][\d.]* s"),
+    (ReadsTheEventQueue, "hidden truth", r"raised AttributeError: 'Observer' object has no attribute '_env'"),
+    (ReadsTruthThroughProfiled, "hidden truth", r"views equal in every observable.*reads ground truth around its view"),
+    (UnseededRandom, "nondeterminism", r"a second instance given the very same views decided .*unseeded randomness"),
+    (ClassState, "class state", r"ClassState\.starts was changed during a run.*shared by every instance"),
+    (ModuleState, "class state", r"tests\.policies\.test_conformance\._SEEN was changed during a run"),
+    (ResetDoesNotReset, "reset", r"the same instance run a second time on the same input decides otherwise at "
+                                 r"decision 1: \(0\.0, \(\), \d+\.\d+\) vs"),
+    (WritesFree, "views unchanged", r"decide tried to mutate what it was given.*read-only"),
+    (ChangesGrants, "views unchanged", r"changed what it was given: running jobs: job .c\d+.'s allocation changed"),
+    (DropsFromPending, "views unchanged", r"tried to mutate what it was given: TypeError: 'mappingproxy' object does "
+                                          r"not support item deletion"),
+    (WakesEveryMicrosecond, "event budget", r"runs away.*event budget"),
+    (HalfGang, "gang bounds", r"outside the job's bounds.*\(gang\)"),
+    (PlacesOnDownNodes, "down nodes", r"placed tasks on a node that is down.*job 'c\d+' placed on node 0, which is down"),
+    (Starves, "completes", r"'c9': never started"),
+    (Crashes, "decide raises", r"decide raised KeyError: 'no such queue'"),
+    (ResetCrashes, "decide raises", r"reset raised RuntimeError: no queues configured"),
+    (AllocatesAGhost, "valid decision", r"job 'ghost' is not pending or running"),
+    (ReturnsADict, "valid decision", r"returned dict, not a Decision"),
+]
 
 
-def test_reading_truth_fails():
-    _fails(ReadsTruth, r"fails check 'hidden truth'.*non-oracle policy read ground truth.*remaining_work")
-
-
-def test_reading_truth_around_the_view_fails():
-    _fails(ReadsTruthAroundItsView, r"fails check 'hidden truth'.*decisions differ when only the jobs' hidden "
-                                    r"sizes differ")
+@pytest.mark.parametrize("cls, check, reason", MUTANTS, ids=[m[0].name for m in MUTANTS])
+def test_a_mutant_fails_with_the_right_reason(cls, check, reason):
+    _fails(cls, check, rf"fails check '{check}' on input contention.*{reason}")
 
 
 def test_the_same_policy_may_read_truth_as_an_oracle():
     class Oracle(ReadsTruth):
         oracle = True
+
+    class SneakyOracle(ReadsTruthAroundItsView):
+        oracle = True
     check_policy(Oracle, examples=3, determinism=False)
+    check_policy(SneakyOracle, examples=3, determinism=False)
 
 
 def test_hash_order_fails_determinism_across_processes():
-    _fails(HashOrder, r"fails check 'determinism'.*differs between PYTHONHASHSEED=1 and PYTHONHASHSEED=2",
-           determinism=True, examples=1)
+    _fails(HashOrder, "determinism", r"fails check 'determinism'.*differs between PYTHONHASHSEED=1 and "
+                                     r"PYTHONHASHSEED=2", determinism=True, examples=1)
 
 
 def test_hash_order_passes_every_check_within_one_process():
     check_policy(HashOrder, examples=3, determinism=False)
 
 
-def test_writing_the_free_array_fails():
-    _fails(WritesFree, r"fails check 'views unchanged'.*decide tried to mutate what it was given.*read-only")
-
-
-def test_changing_a_grant_in_place_fails():
-    _fails(ChangesGrants, r"fails check 'views unchanged'.*changed what it was given: running jobs: job .c\d+.'s allocation changed")
-
-
 def test_waking_every_microsecond_runs_away_quickly():
     t0 = time.perf_counter()
-    _fails(WakesEveryMicrosecond, r"fails check 'event budget'.*runs away.*event budget")
+    _fails(WakesEveryMicrosecond, "event budget", r"runs away")
     assert time.perf_counter() - t0 < 5.0
-
-
-def test_gang_violation_fails():
-    _fails(HalfGang, r"fails check 'gang bounds'.*outside the job's bounds.*\(gang\)")
-
-
-def test_starving_a_job_fails():
-    _fails(Starves, r"fails check 'completes'.*'c9': never started")
-
-
-def test_an_exception_in_decide_fails_naming_it():
-    _fails(Crashes, r"fails check 'decide raises'.*decide raised KeyError: 'no such queue'")
 
 
 def test_unknown_and_inconsistent_tags_fail():
@@ -238,9 +411,15 @@ def test_a_policy_that_cannot_be_imported_elsewhere_is_told_so():
         check_policy(Local, examples=0)
 
 
+def test_the_old_import_path_is_the_same_module():
+    from clustersim import conformance
+    from clustersim.policies import conformance as old
+    assert old is conformance and old.check_policy is check_policy
+
+
 # ---------------------------------------------------------------------------- the inputs
 def test_inputs_follow_the_tags():
-    from clustersim.policies.conformance import _drawn, _examples
+    from clustersim.conformance import _drawn, _examples
     plain = _examples(frozenset(), 15, 0)
     full = _examples(frozenset({"elastic", "ps", "multi-resource"}), 15, 0)
     assert all(len(j.roles) == 1 and j.rigid and j.roles[0].cpu == j.roles[0].mem == 0

@@ -8,50 +8,20 @@ import pytest
 from clustersim import policies
 from clustersim.simulator import overhead
 from clustersim.simulator.engine import Engine, Observe
+from clustersim.reproductions.sidecar import POD, CountSpeed, case_study_runs
 from tests.factories import cluster, gpu_job, jobs
 
 DECLARED = Observe(declared_iterations=True)   # the jobs declare their iterations (§III-C)
-
-# ResNet's speed-up over one GPU (seed 003 §I): 1.7x on 2 GPUs, 2.4x on 4
-RESNET = {1: 1.0, 2: 1.7, 4: 2.4, 8: 2.5}
-
-
-class CountSpeed:
-    def __init__(self, table):
-        self.table = table
-
-    def rate(self, spec, alloc, cluster=None):
-        return self.table[sum(sum(t.values()) for t in alloc.values())]
 
 
 def _overhead(kind: str, **kw):
     return overhead.make({"kind": kind, **kw})
 
 
-def case_study(policy, ov, start_cost: float):
-    """Table I: J1 (4 GPUs, may run on 2 or 4) alone on a 4-GPU host; J2 (2 GPUs) 180 s after J1
-    starts training (the paper's timeline starts with J1 on 4 GPUs). J1's training is 633 s on 4
-    GPUs, J2's 442 s on 2 (the default run's timeline: 633 s, then 807 -> 1249 s). Returns the
-    makespan and the JCTs from J1's training start."""
-    j1 = gpu_job("j1", 0.0, 4, 633.0, work=633.0 * RESNET[4], min_gpus=2, max_gpus=4)
-    j2 = gpu_job("j2", start_cost + 180.0, 2, 442.0, work=442.0 * RESNET[2])
-    rec = Engine(jobs(j1, j2), cluster(nodes=1, gpus=4), policy, speed=CountSpeed(RESNET), overhead=ov,
-                 observe=DECLARED).run()
-    ends = {s.spec.job_id: s.end_time for s in rec.states}
-    return max(ends.values()) - start_cost, {j: e - (start_cost if j == "j1" else start_cost + 180) for j, e in ends.items()}
-
-
-POD = dict(pod_kill_s=30.0, pod_start_base_s=136.0, pod_start_per_gpu_s=19.0)
-
-
 def test_case_study_makespans_within_5_percent_of_the_paper():
     """§II-C, Fig. 3: default 1249 s, termination-based reshaping 1143 s, SideCar 845 s."""
-    pod = _overhead("pod_restart", **POD)
-    default, default_jct = case_study(policies.make("k8s_default"), pod, 136 + 19 * 4)
-    # (b): the same reshaping done by terminating and restarting pods: no early initialisation
-    term, _ = case_study(policies.make("sidecar", container_init_s=0.0), pod, 136 + 19 * 4)
-    side_ov = _overhead("sidecar", early_init=True, sidecar_base_s=17.0, sidecar_per_gpu_s=5.0, **POD)
-    side, jct = case_study(policies.make("sidecar"), side_ov, 83.0 + 17 + 5 * 4)
+    runs = case_study_runs()   # (a) default, (b) reshaping by restarting pods, (c) SideCar
+    (default, default_jct), (term, _), (side, jct) = runs["default"], runs["termination"], runs["sidecar"]
     for got, paper in ((default, 1249), (term, 1143), (side, 845)):
         assert got == pytest.approx(paper, rel=0.05), (got, paper)
     assert side < term < default

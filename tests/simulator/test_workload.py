@@ -11,7 +11,7 @@ from clustersim.simulator.engine import Engine
 from clustersim.simulator.workload import Assignment, build_jobs, packed
 from clustersim.traces.schema import Role, TraceError, build_table
 
-ZOO_CFG = {"zoo": True, "unknown": "random"}
+ZOO_CFG = {"zoo": True, "unknown": "warn"}
 ASSIGN = Assignment.from_config(ZOO_CFG)
 
 
@@ -149,3 +149,29 @@ def test_the_synthetic_optimus_workload_is_sized_by_convergence_and_keeps_its_du
         # alone on the empty cluster Fifo's first fit spans as few servers as workload.packed,
         # and a PS job's speed depends on that number (profile speed.locality)
         assert st.end_time - spec.submit_time == pytest.approx(spec.duration, rel=1e-9)
+
+
+def test_a_model_without_a_profile_warns_once_naming_it_and_draws(caplog):
+    from clustersim.simulator.workload import build_jobs
+    from clustersim.traces.schema import Role, build_table
+    table = build_table({"job_id": ["a", "b", "c"], "submit_time": [0.0, 1.0, 2.0], "duration": [10.0] * 3,
+                         "roles": [[Role("worker", 1, 1.0)]] * 3, "model": ["LM", "LM", "resnet50"]})
+    with caplog.at_level("WARNING", logger="clustersim"):
+        specs = build_jobs(table, "trace t", Assignment.from_config(ZOO_CFG))
+    lines = [r.getMessage() for r in caplog.records]
+    assert len(lines) == 1 and "2 job(s)" in lines[0] and "'LM' x2" in lines[0]
+    assert specs[2].profile == "resnet50"
+
+
+def test_an_explicit_model_mapping_gives_the_named_profile_without_a_warning(caplog):
+    from clustersim.simulator.workload import build_jobs
+    from clustersim.traces.schema import Role, build_table
+    table = build_table({"job_id": ["a"], "submit_time": [0.0], "duration": [10.0],
+                         "roles": [[Role("worker", 1, 1.0)]], "model": ["LM (batch size 20)"]})
+    with caplog.at_level("WARNING", logger="clustersim"):
+        specs = build_jobs(table, "trace t", Assignment.from_config({**ZOO_CFG, "models": {"LM": "gpt2"}}))
+    assert specs[0].profile == "gpt2" and not caplog.records
+    with pytest.raises(Exception, match="profile.models.LM: no profile 'gpt9'"):
+        Assignment.from_config({**ZOO_CFG, "models": {"LM": "gpt9"}})
+    with pytest.raises(Exception, match="unknown"):
+        Assignment.from_config({**ZOO_CFG, "unknown": "random"})
