@@ -17,10 +17,15 @@ RC = {
     "legend.frameon": False,
 }
 
-# choice: the Okabe-Ito palette (readable by colour-blind readers), then tab10's; a policy keeps
-# its colour in every figure and every sweep because it is given by the policy registry's order
+# choice: the Okabe-Ito palette (readable by colour-blind readers), then tab20's and tab20b's; a
+# policy keeps its colour in every figure and every sweep because it is given by its place in
+# the policy registry (48 colours: one each for every registered policy, with room to spare)
 PALETTE = ["#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#F0E442", "#000000",
-           "#8c564b", "#7f7f7f", "#bcbd22", "#17becf", "#9467bd", "#2ca02c", "#d62728", "#ff7f0e"]
+           "#1f77b4", "#aec7e8", "#ff7f0e", "#ffbb78", "#2ca02c", "#98df8a", "#d62728", "#ff9896",
+           "#9467bd", "#c5b0d5", "#8c564b", "#c49c94", "#e377c2", "#f7b6d2", "#7f7f7f", "#c7c7c7",
+           "#bcbd22", "#dbdb8d", "#17becf", "#9edae5", "#393b79", "#5254a3", "#6b6ecf", "#9c9ede",
+           "#637939", "#8ca252", "#b5cf6b", "#cedb9c", "#8c6d31", "#bd9e39", "#e7ba52", "#e7cb94",
+           "#843c39", "#ad494a", "#d6616b", "#e7969c", "#7b4173", "#a55194", "#ce6dbd", "#de9ed6"]
 
 
 @contextmanager
