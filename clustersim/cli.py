@@ -26,8 +26,12 @@ def main() -> None:
 
     if not any(a.lstrip("+~").startswith("hydra/sweeper") for a in sys.argv[1:]):
         # a sweep composes each run's config once (hydra_plugins/clustersim_sweeper); chosen here,
-        # not in config.yaml, so that composing the config elsewhere never needs the plugin
-        sys.argv.append("hydra/sweeper=clustersim")
+        # not in config.yaml, so that composing the config elsewhere never needs the plugin; put
+        # beside the user's overrides, because Hydra's parser takes them only as one run of words
+        # (`clustersim policy=x --cfg job` otherwise ends in "unrecognized arguments")
+        at = next((i for i, a in enumerate(sys.argv) if i and not a.startswith("-") and ("=" in a or a[0] == "~")),
+                  len(sys.argv))
+        sys.argv.insert(at, "hydra/sweeper=clustersim")
     _compose_once(multirun=any(a in ("-m", "--multirun") for a in sys.argv[1:]))
     hydra.main(version_base=None, config_path="pkg://clustersim.configs", config_name="config")(_run)()
 
@@ -216,6 +220,11 @@ def entry() -> None:
     """The console script: our own --help (every group's choices), else Hydra."""
     if any(a in ("--help", "-h") for a in sys.argv[1:]):
         print(help_text())
+        return
+    if any(a in ("--version", "-V") for a in sys.argv[1:]):   # Hydra's own --version names Hydra's
+        from clustersim import __version__
+
+        print(f"clustersim {__version__}")
         return
     main()
 

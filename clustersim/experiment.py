@@ -18,6 +18,7 @@ import pyarrow as pa
 from omegaconf import DictConfig, OmegaConf
 
 from clustersim import policies
+from clustersim.simulator import rng
 from clustersim.simulator import cluster as cluster_mod
 from clustersim.simulator import faults as faults_mod
 from clustersim.simulator import overhead as overhead_mod
@@ -157,17 +158,18 @@ def run(cfg: DictConfig | dict, run_dir: str | Path, overrides: list[str] | None
     raises ``UnfinishedJobsError``."""
     t0 = time.perf_counter()
     c = check(cfg)
-    table, trace_report = load_trace(c["trace"], c.get("seed", 0))
-    ins = inputs(c)   # as read now: a trace edited while the run goes on does not count as its input
-    if trace_report.rejected:  # before anything else can fail: the rejects explain a failed run too
-        try:
-            Path(run_dir).mkdir(parents=True, exist_ok=True)
-        except OSError as e:
-            raise OutputError(f"{run_dir}: cannot write the run directory ({e.strerror or e})") from None
-        atomic_write(Path(run_dir) / REJECTS_FILE, trace_report.write_rejects)
-    engine = _build(c, table, trace_report)
-    del table   # the engine holds what it needs: a long replay keeps no second copy of the trace
-    recorder = engine.run()
+    with rng.watch() as draws:   # which random streams the seed fed (warnings below)
+        table, trace_report = load_trace(c["trace"], c.get("seed", 0))
+        ins = inputs(c)   # as read now: a trace edited while the run goes on does not count as its input
+        if trace_report.rejected:  # before anything else can fail: the rejects explain a failed run too
+            try:
+                Path(run_dir).mkdir(parents=True, exist_ok=True)
+            except OSError as e:
+                raise OutputError(f"{run_dir}: cannot write the run directory ({e.strerror or e})") from None
+            atomic_write(Path(run_dir) / REJECTS_FILE, trace_report.write_rejects)
+        engine = _build(c, table, trace_report)
+        del table   # the engine holds what it needs: a long replay keeps no second copy of the trace
+        recorder = engine.run()
     wall = time.perf_counter() - t0
     meta = {**provenance(), "status": "complete", "config": c, "inputs": ins, "overrides": list(overrides or []),
             "wall_time_s": wall, "jobs": len(engine.jobs), "nodes": engine.cluster.num_nodes,
@@ -184,6 +186,8 @@ def run(cfg: DictConfig | dict, run_dir: str | Path, overrides: list[str] | None
         if trace_report.rejected:
             atomic_write(tmp / REJECTS_FILE, trace_report.write_rejects)
         summary = recorder.write(tmp)
+        meta["warnings"] = run_warnings(c, engine, summary, draws)
+        write_log(tmp, report(c, summary, run_dir, meta["warnings"]), meta)
         meta["outputs"] = output_digests(tmp)   # clustersim-collect checks each output against these
         write_meta(tmp, meta)
     if error:
@@ -191,7 +195,34 @@ def run(cfg: DictConfig | dict, run_dir: str | Path, overrides: list[str] | None
     return summary, recorder
 
 
+def run_warnings(c: dict, engine: Engine, summary: dict, draws: rng.Draws) -> list[str]:
+    """What makes a run less than it seems, said in run.json and under the printed summary."""
+    out = []
+    if not draws.drawn():
+        out.append(f"seed {c.get('seed', 0)} has no effect: nothing in this run draws a random number (every job "
+                   "names a known model or profile=linear, no trace generator or sampling, no faults, no observation "
+                   "noise), so runs that differ only in seed are identical; a spread over such seeds is zero")
+    if "elastic" in engine.policy.tags and summary["rescales"] == 0:
+        out.append(f"policy {c['policy']['name']!r} is elastic but rescaled no job: the trace's jobs have no "
+                   "elastic range (add a trace transform {op: elastic}, docs/traces/), so it ran as a rigid policy")
+    return out
+
+
 RUN_META = "run.json"   # written last; its ``status`` says whether the run is complete or failed
+RUN_LOG = "run.log"     # what the command printed, with the trace's load report and any error
+
+
+def write_log(run_dir: Path, text: str, meta: dict) -> None:
+    """The run's log: the printed summary and warnings, then what the trace load rejected, dropped
+    or changed, and the error of a failed run (the command's output is otherwise only on screen)."""
+    lines = [text]
+    trace = meta.get("trace") or {}
+    for key in ("rejected", "dropped", "transforms", "oversize"):
+        if trace.get(key) and (key != "oversize" or trace[key].get("count")):
+            lines.append(f"trace {key}: {json.dumps(trace[key], default=str)}")
+    if meta.get("error"):
+        lines.append(f"error ({meta.get('error_type')}): {meta['error']}")
+    atomic_write(Path(run_dir) / RUN_LOG, lambda p: Path(p).write_text("\n".join(lines) + "\n"))
 _STAGING = ".{}.partial-{}-{}"   # run name, host, pid
 _OLD = ".{}.old-{}-{}"
 
@@ -227,7 +258,7 @@ def staged(run_dir: str | Path):
 
 
 RUN_FILES = {"jobs.parquet", "timeline.parquet", "events.parquet", "tenants.parquet", "summary.json", RUN_META,
-             REJECTS_FILE, ".hydra"}
+             RUN_LOG, REJECTS_FILE, ".hydra"}
 
 
 def _refuse_foreign(final: Path) -> None:
@@ -282,6 +313,7 @@ def mark_failed(run_dir: str | Path, error: BaseException, cfg: DictConfig | dic
     meta = {**provenance(), "status": "failed", "error": str(error), "error_type": type(error).__name__,
             "config": config, "overrides": list(overrides or [])}
     with staged(run_dir) as tmp:
+        write_log(tmp, f"clustersim: run failed -> {run_dir}", meta)
         write_meta(tmp, meta)
 
 
@@ -376,13 +408,17 @@ def describe_cluster(cluster) -> dict:
 
 @functools.cache
 def provenance() -> dict:
-    """clustersim's version and, from a git checkout, its commit (``+dirty`` with local changes)."""
-    import clustersim
+    """clustersim's version and, from a git checkout, its commit (``+dirty`` with local changes).
 
-    here = Path(clustersim.__file__).resolve().parent
+    Read from this module's own file, not from ``clustersim.__file__``: a process started in the
+    folder that holds a clone named ``clustersim`` (a submitit_local or Slurm job: ``python -m``
+    puts the working folder first on the path) imports ``clustersim`` as a namespace package of
+    that folder, which has no ``__file__`` and no ``__version__``."""
+    here = Path(__file__).resolve().parent
+    version = _version()
     commit = None
     if not (here.parent / "simulator" / "engine.py").is_file():   # an installed copy: no checkout to ask
-        return {"version": clustersim.__version__, "git_commit": None}
+        return {"version": version, "git_commit": None}
     try:
         out = subprocess.run(["git", "-C", str(here), "rev-parse", "HEAD"], capture_output=True, text=True,
                              timeout=5)
@@ -393,14 +429,28 @@ def provenance() -> dict:
             commit += "+dirty" if dirty else ""
     except (OSError, subprocess.SubprocessError):
         pass
-    return {"version": clustersim.__version__, "git_commit": commit}
+    return {"version": version, "git_commit": commit}
 
 
-def report(cfg: DictConfig | dict, summary: dict, run_dir: str | Path) -> str:
+def _version() -> str:
+    import clustersim
+
+    if hasattr(clustersim, "__version__"):
+        return clustersim.__version__
+    from importlib.metadata import version   # the namespace case above: the installed distribution's
+
+    return version("clustersim")
+
+
+def report(cfg: DictConfig | dict, summary: dict, run_dir: str | Path, warnings: list[str] | None = None) -> str:
+    """The summary the command prints, with the run's warnings (default: from its run.json)."""
     pol = cfg["policy"]
     shown = pol["name"] if pol.get("config") in (None, pol["name"]) else f"{pol['config']} ({pol['name']})"
     head = f"clustersim: policy={shown} trace={cfg['trace']['name']} seed={cfg['seed']} -> {run_dir}"
-    return f"{head}\n{format_summary(summary)}"
+    if warnings is None:
+        warnings = (read_meta(run_dir) or {}).get("warnings", [])
+    warnings = "".join(f"\nwarning: {w}" for w in warnings)
+    return f"{head}\n{format_summary(summary)}{warnings}"
 
 
 def compose(overrides: list[str] | tuple[str, ...] = ()) -> DictConfig:

@@ -6,7 +6,11 @@ prints the trace's jobs, span (first arrival to last arrival, and to the last jo
 job started on arrival), GPU-hours, job sizes and durations, and the offered load on the cluster:
 the GPU-hours the jobs ask for over the GPU-hours the cluster has during the span. An offered
 load near or above 1 means queues build up and policies differ; far below 1, most jobs start on
-arrival and every policy gives about the same JCT.
+arrival and every policy gives about the same JCT. Jobs without a duration in the trace
+(iterations only, as Gavel's) take it from their speed profile at the requested GPUs, as a run
+would. Warnings follow the figures: jobs larger than the cluster (the trace's ``oversize`` rule
+then fails, drops or shrinks them), jobs whose duration cannot be told, and a workload the seed
+does not change (seeds then repeat one run).
 """
 
 from __future__ import annotations
@@ -18,12 +22,15 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from clustersim.simulator import cluster as cluster_mod
+from clustersim.simulator import rng
+from clustersim.traces.transform import oversize
 
 
-def info(table: pa.Table, cluster) -> dict:
-    """The figures ``clustersim-trace-info`` prints, from a trace's job table and a cluster."""
+def info(table: pa.Table, cluster, durations: np.ndarray | None = None) -> dict:
+    """The figures ``clustersim-trace-info`` prints, from a trace's job table and a cluster;
+    ``durations`` (s, NaN: unknown) replace the trace's where given (from the speed profiles)."""
     submit = table["submit_time"].to_numpy(zero_copy_only=False).astype(np.float64)
-    dur = table["duration"].to_numpy(zero_copy_only=False).astype(np.float64)
+    dur = table["duration"].to_numpy(zero_copy_only=False).astype(np.float64) if durations is None else durations
     gpus = table["num_gpus"].to_numpy(zero_copy_only=False).astype(np.float64)
     known = ~np.isnan(dur)
     gpu_h = float(np.sum(gpus[known] * dur[known]) / 3600.0)
@@ -65,7 +72,54 @@ def format_info(name: str, cluster_name: str, d: dict) -> str:
         ("offered load", num(d["offered_load"], "{:.2f}")),
     ]
     width = max(len(k) for k, _ in rows)
-    return "\n".join(f"{k:<{width}}  {v}" for k, v in rows)
+    return "\n".join([*(f"{k:<{width}}  {v}" for k, v in rows), *(f"warning: {w}" for w in d.get("warnings", []))])
+
+
+def warnings(c: dict, table: pa.Table, cluster, d: dict, seed_used: bool, durations_from: str | None) -> list[str]:
+    """What a study on this trace and cluster should know before it starts."""
+    out = []
+    _, over = oversize(table, cluster.capacity, "clamp")   # clamp never raises: it counts the misfits
+    if over["count"]:
+        rule = c["trace"].get("oversize") or "error"
+        then = {"error": "every run fails (set trace.oversize=drop or clamp, or choose a larger cluster)",
+                "drop": "runs drop them (trace.oversize=drop)",
+                "clamp": "runs shrink them to the largest node set (trace.oversize=clamp)"}[rule]
+        out.append(f"{over['count']:,} of {d['jobs']:,} job(s) can never fit this cluster (largest "
+                   f"{d['gpus_max']:g} GPUs; e.g. {over['jobs'][0]!r}): {then}")
+    if durations_from:
+        out.append(durations_from)
+    if d["jobs_without_duration"]:
+        out.append(f"{d['jobs_without_duration']:,} job(s) have no duration the trace or a speed profile gives: "
+                   "they are left out of the GPU-hours and the offered load")
+    if not seed_used:
+        out.append("the seed changes nothing in this workload (no job's profile is drawn at random: each names a "
+                   "known model, or profile=linear; no generator or sampling): seeds vary only the noise of what "
+                   "policies observe (observe.*) and faults, so a policy that reads neither repeats one run")
+    return out
+
+
+def profile_durations(c: dict, table: pa.Table, cluster) -> tuple[np.ndarray, str | None]:
+    """Each job's duration: the trace's, else (iterations only) the run's own rule, its speed
+    profile's rate at the requested GPUs (simulator.workload.build_jobs); NaN where neither. The
+    jobs are built even when every duration is known: a run draws profiles for jobs without a
+    known model, and whether the seed does that is one of the warnings."""
+    from clustersim.simulator.errors import TraceError
+    from clustersim.simulator.workload import Assignment, build_jobs
+
+    dur = table["duration"].to_numpy(zero_copy_only=False).astype(np.float64)
+    missing = int(np.isnan(dur).sum())
+    assignment = Assignment.from_config(c["profile"])
+    if assignment is None:
+        return dur, None
+    try:
+        jobs = build_jobs(table, f"trace {c['trace'].get('name')}", assignment, cluster, c.get("seed", 0))
+    except TraceError:
+        return dur, None
+    got = np.array([np.nan if j.duration is None else j.duration for j in jobs])
+    filled = int((np.isnan(dur) & ~np.isnan(got)).sum()) if missing else 0
+    return np.where(np.isnan(dur), got, dur), (f"{filled:,} of {len(dur):,} job(s) have no duration in the trace: "
+                                               "theirs come from the speed profiles (iterations / speed at the "
+                                               "requested GPUs), as in a run" if filled else None)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -78,11 +132,15 @@ def main(argv: list[str] | None = None) -> None:
         return
     try:
         c = check(compose(args))
-        table, _ = load_trace(c["trace"], c.get("seed", 0))
-        cluster = cluster_mod.from_config(c["cluster"], trace_gpu_demand(table))
+        with rng.watch() as draws:   # does the seed change the workload?
+            table, _ = load_trace(c["trace"], c.get("seed", 0))
+            cluster = cluster_mod.from_config(c["cluster"], trace_gpu_demand(table))
+            durations, note = profile_durations(c, table, cluster)
+        d = info(table, cluster, durations)
+        d["warnings"] = warnings(c, table, cluster, d, bool(draws.drawn()), note)
     except (ConfigError, TraceError) as e:
         sys.exit(f"clustersim-trace-info: error: {e}")
-    print(format_info(c["trace"]["name"], c["cluster"].get("name") or "cluster", info(table, cluster)))
+    print(format_info(c["trace"]["name"], c["cluster"].get("name") or "cluster", d))
 
 
 if __name__ == "__main__":

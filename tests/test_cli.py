@@ -174,3 +174,53 @@ def test_a_run_composes_its_config_once_and_records_what_hydra_would(tmp_path, a
     for f in files:
         mine, hydras = (dirs[False] / f).read_text(), (dirs[True] / f).read_text()
         assert mine == hydras.replace(str(dirs[True]), str(dirs[False])), f
+
+
+def test_cfg_job_and_version_answer_with_overrides_anywhere(tmp_path):
+    for args in (["policy=tiresias", "--cfg", "job"], ["--cfg", "job", "policy=tiresias"]):
+        p = clustersim(*args, cwd=tmp_path)
+        assert p.returncode == 0, p.stderr
+        assert "name: tiresias" in p.stdout and "hydra" not in p.stdout.split("\n")[0]
+    p = clustersim("--version", cwd=tmp_path)
+    from clustersim import __version__
+    assert p.returncode == 0 and p.stdout.strip() == f"clustersim {__version__}"
+
+
+def trace_info(*args, cwd):
+    return subprocess.run([sys.executable, "-m", "clustersim.trace_info", *args], cwd=cwd, capture_output=True,
+                          text=True, timeout=300)
+
+
+def test_trace_info_warns_of_oversize_jobs_missing_durations_and_a_seed_without_effect(tmp_path):
+    p = trace_info("trace=elasticflow_raw", "cluster=n2g4", cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    # 2 of the 260 jobs ask for 16 GPUs; n2g4 has 8: every run would fail under oversize: error
+    assert "warning: 2 of 260 job(s) can never fit this cluster (largest 16 GPUs" in p.stdout
+    assert "every run fails" in p.stdout
+    p = trace_info("trace=elasticflow_raw", "cluster=n2g4", "trace.oversize=drop", cwd=tmp_path)
+    assert "runs drop them (trace.oversize=drop)" in p.stdout
+    # Gavel gives iterations only: the durations come from the speed profiles, not a load of 0.00
+    p = trace_info("trace=gavel", "cluster=n32g4", cwd=tmp_path)
+    assert "offered load               0.00" not in p.stdout and "offered load               -" not in p.stdout
+    assert "2,000 of 2,000 job(s) have no duration in the trace: theirs come from the speed profiles" in p.stdout
+    # the Tiresias trace under the linear profile draws no random number: seeds change nothing
+    p = trace_info("profile=linear", cwd=tmp_path)
+    assert "warning: the seed changes nothing in this workload" in p.stdout
+    # the CSV sample has jobs without a model: their profiles are drawn, so the seed matters
+    assert "seed changes nothing" not in trace_info("trace=csv", cwd=tmp_path).stdout
+
+
+def test_the_run_summary_warns_of_a_seed_without_effect_and_an_elastic_policy_that_never_rescaled(tmp_path):
+    p = clustersim("policy=elastic_tiresias", "profile=linear", "observe.throughput_noise=0", "progress=false",
+                   f"hydra.run.dir={tmp_path / 'r'}",
+                   cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    assert "warning: seed 0 has no effect" in p.stdout
+    assert "warning: policy 'elastic_tiresias' is elastic but rescaled no job" in p.stdout
+    meta = json.loads((tmp_path / "r" / "run.json").read_text())
+    assert len(meta["warnings"]) == 2
+    log = (tmp_path / "r" / "run.log").read_text()   # the run's own log holds what was printed
+    assert log.startswith("clustersim: policy=elastic_tiresias") and "warning: seed 0 has no effect" in log
+    assert "jobs finished            60 / 60" in log
+    p = clustersim("policy=fifo", "progress=false", f"hydra.run.dir={tmp_path / 'f'}", cwd=tmp_path)
+    assert "warning" not in p.stdout and json.loads((tmp_path / "f" / "run.json").read_text())["warnings"] == []

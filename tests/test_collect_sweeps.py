@@ -18,7 +18,7 @@ from clustersim.sweep import run_hash, run_name, safe
 CLUSTER3 = "cluster.groups=[{count:3,gpus:4,cpus:40,mem:256}]"
 SWEEP = ("-m", "policy=fifo,tiresias", "seed=0,1", CLUSTER3)
 OUTPUTS = {"jobs.parquet", "timeline.parquet", "events.parquet", "tenants.parquet", "summary.json", "run.json",
-           ".hydra"}
+           "run.log", ".hydra"}
 
 
 def clustersim(*args, cwd, timeout=300, env=None):

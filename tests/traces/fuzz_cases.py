@@ -57,6 +57,7 @@ SAMPLES = [
     Sample("openb", "openb", {"path": DATA / "alibaba_v2023/openb_pod_list_default.csv"}),
     Sample("openb_multigpu", "openb", {"path": DATA / "alibaba_v2023/openb_pod_list_multigpu50.csv"}),
     Sample("helios", "helios", {"path": S / "helios/cluster_log.csv"}),
+    Sample("csv", "csv", {"path": S / "csv/jobs.csv"}),
     Sample("philly", "philly", {"path": S / "philly/cluster_job_log", "machine_list": S / "philly/cluster_machine_list"},
            json=True),
     Sample("alibaba_pai2020", "alibaba_pai2020",

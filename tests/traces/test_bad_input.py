@@ -57,6 +57,7 @@ CSV_CASES = {
     "philly_pollux": (DATA / "philly_pollux/philly.csv", {}, 2, (",66.0,1,", ",66.0,x,"), "num_gpus"),
     "openb": (DATA / "alibaba_v2023/openb_pod_list_default.csv", {}, 2, (",12000,16384,", ",12k,16384,"), "cpu_milli"),
     "helios": (S / "helios/cluster_log.csv", {}, 2, (",8,48,1,", ",8,48,one,"), "node_num"),
+    "csv": (S / "csv/jobs.csv", {}, 3, (",1800,1,", ",1800,one,"), "num_gpus"),
 }
 
 

@@ -46,4 +46,4 @@ def test_the_profile_covers_every_format_and_mutation_class():
     from tests.traces.fuzz_cases import MUTATIONS
     assert {s.format for s in SAMPLES} == set(traces.formats())
     assert {c.mutation for c in ALL} == set(MUTATIONS)
-    assert len(ALL) == 546
+    assert len(ALL) == 573

@@ -26,6 +26,23 @@ def test_tiresias_60_job():
     assert roles(r["1"]) == [("worker", 8, 1.0, 0.0, 0.0)]
 
 
+def test_generic_csv_reads_every_column_and_an_optional_model(tmp_path):
+    t, _ = read("csv", "bundled:samples/csv/jobs.csv")
+    r = rows_by_id(t)
+    assert t.num_rows == 6
+    assert (r["a2"]["submit_time"], r["a2"]["duration"], r["a2"]["model"]) == (120, 1800, "bert")
+    assert r["a3"]["model"] is None and roles(r["a3"]) == [("worker", 8, 1.0, 0.0, 0.0)]
+    assert roles(r["a4"]) == [("worker", 1, 0.5, 0.0, 0.0)]   # half a shared GPU
+    # any column order, no model column, rows out of order, unknown columns ignored
+    p = tmp_path / "mine.csv"
+    p.write_text("num_gpus,note,duration,job_id,submit_time\n2,x,60,j2,50\n1,y,30,j1,10\n")
+    t, _ = read("csv", p)
+    assert sorted(t.column("job_id").to_pylist()) == ["j1", "j2"] and set(t.column("model").to_pylist()) == {None}
+    p.write_text("job_id,submit_time,duration,num_gpus\nj1,0,60,2.5\n")
+    with pytest.raises(TraceError, match="line 2: field 'num_gpus'"):
+        read("csv", p)
+
+
 def test_elasticflow_ef_columns_and_tenant():
     t, _ = read("elasticflow", "bundled:elasticflow/ef/195job.csv")
     first = t.slice(0, 1).to_pylist()[0]
