@@ -44,6 +44,8 @@ def load_config(argv: list[str]) -> dict:
     unknown = [m for m in cfg["trace"]["models"] if m not in MODELS]
     if unknown:
         raise ConfigError(f"trace.models: {unknown[0]!r} is not a calibration workload ({', '.join(MODELS)})")
+    if cfg["speed"] not in ("table", "allreduce"):
+        raise ConfigError(f"speed: {cfg['speed']!r} must be table (the measured points) or allreduce (their fit)")
     if cfg["repeat"] is not None and cfg["repeat"] not in cfg["policies"]:
         raise ConfigError(f"repeat: {cfg['repeat']!r} must be one of policies {cfg['policies']}")
     return cfg
@@ -74,6 +76,21 @@ def calibrate(cfg: dict, out: Path) -> dict[str, dict]:
         print(calibrate_cli.report(summary), flush=True)
         done[m] = {"profiles": summary["profiles"], "model": c["model"], "fits": summary["fits"], "load": load}
     return done
+
+
+def measured_speed(path: Path) -> Path:
+    """The calibrated profiles with ``speed.kind: table``: the measured iterations/s (interpolated
+    between measured worker counts and batches, simulator/profiles) instead of the all-reduce fit
+    to them. Beside the original, ``<name>.table.yaml``; everything else (overheads) unchanged."""
+    from clustersim.simulator.calibration.write import write_profiles
+
+    head = "".join(ln + "\n" for ln in path.read_text().splitlines() if ln.startswith("#"))
+    profiles = yaml.safe_load(path.read_text())
+    for p in profiles.values():
+        if p["speed"]["kind"] == "allreduce":
+            p["speed"] = {**p["speed"], "kind": "table"}
+    return write_profiles(path.parent, profiles, head + "# speed.kind table: the measured points, for clustersim-testbed\n",
+                          f"{path.stem}.table.yaml")
 
 
 # ---------------------------------------------------------------------------- 2-3. the runs
@@ -154,6 +171,8 @@ def run(cfg: dict) -> dict:
     table = trace.make(cfg["trace"], cfg["seed"], len(cores))
     atomic_write(out / "trace.parquet", lambda p: pq.write_table(table, p))
     profiles = [models[m]["profiles"] for m in models]
+    if cfg["speed"] == "table":
+        profiles = [str(measured_speed(Path(p))) for p in profiles]
     result = {"host": host_load(), "cores": cores, "mechanism": cfg["mechanism"], "policies": {},
               "calibration": {m: {"fits": v["fits"], "load": v["load"]} for m, v in models.items()}}
     for policy in cfg["policies"]:

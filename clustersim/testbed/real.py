@@ -48,6 +48,7 @@ class _Job:
     leaving: list = field(default_factory=list)  # processes of a stop-free scale-in, still exiting
     cores: dict = field(default_factory=dict)    # rank -> core
     commands: int = 0               # commands sent so far
+    newcomers: set = field(default_factory=set)  # ranks launched by the latest stop-free scale-out
 
 
 class Tasks:
@@ -99,13 +100,22 @@ class Tasks:
         n_old = j.world
         self._command(j, job_id, {"op": "resize", "world": n_new, "old_world": n_old, "gen": j.gen + 1})
         j.gen, j.world = j.gen + 1, n_new
+        j.newcomers = set(range(n_old, n_new))
         for rank in range(n_old, n_new):
             self._launch(j, job_id, rank, newcomer=True)
         for rank in range(n_new, n_old):
             j.leaving.append((j.procs.pop(rank), j.cores.pop(rank)))
 
     def finish(self, job_id: str) -> None:
+        """The job reported its work done: its tasks exit. Newcomers of a scale-out the job finished
+        before could take place wait for a group that never forms: they are ended."""
         j = self.jobs[job_id]
+        if self.first(job_id, j.gen) is None:
+            for rank in j.newcomers:
+                j.procs[rank].kill()
+                j.procs[rank].join(5)
+                self.load[j.cores.pop(rank)] -= 1
+                del j.procs[rank]
         self._join(j, j.procs)
 
     # --- what the tasks report
