@@ -71,7 +71,7 @@ def calibrate(cfg: dict, out: Path) -> dict[str, dict]:
         with initialize_config_module(config_module="clustersim.configs.calibrate", version_base=None):
             c = OmegaConf.to_container(compose("config", overrides=over), resolve=True)
         c.pop("hydra", None)
-        load = host_load()
+        load = host_load()       # when this run began (a resumed calibration measures only what is missing)
         summary = calibrate_cli.run(c, "clustersim-calibrate " + " ".join(over))
         print(calibrate_cli.report(summary), flush=True)
         done[m] = {"profiles": summary["profiles"], "model": c["model"], "fits": summary["fits"], "load": load}

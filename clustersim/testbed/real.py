@@ -16,7 +16,8 @@ newcomers prepare while the job trains; the group re-forms after one agreed iter
 
 The time a change cost a job (``overhead_s`` of its event and of the job) is measured: from the
 decision to the first iteration of the new generation (starts, resumes, stop-resume rescales), or
-the switch's pause (stop-free: last iteration of the old group to the first of the new).
+the switch's pause (stop-free: last iteration of the old group to the first of the new). Until
+then the job's view says it is ``reconfiguring``, as the simulated job's does during its phases.
 """
 
 from __future__ import annotations
@@ -49,6 +50,8 @@ class _Job:
     cores: dict = field(default_factory=dict)    # rank -> core
     commands: int = 0               # commands sent so far
     newcomers: set = field(default_factory=set)  # ranks launched by the latest stop-free scale-out
+    started: int = -1               # the generation the latest start or resume launched
+    saved: int = 0                  # iterations in the latest checkpoint
 
 
 class Tasks:
@@ -81,18 +84,30 @@ class Tasks:
         """Launch generation g+1 with ``n`` tasks; they restore the checkpoint if there is one."""
         j = self.jobs[job_id]
         j.gen, j.world = j.gen + 1, n
+        j.started = j.gen
         for rank in range(n):
             self._launch(j, job_id, rank, newcomer=False)
 
     def stop(self, job_id: str) -> int:
-        """Tell the job to checkpoint and exit; wait for it; its iterations done."""
+        """Tell the job to checkpoint and exit; wait for it; the iterations it keeps.
+
+        A job still starting (no iteration yet since its start or resume: its tasks are importing
+        torch) has nothing new to save: its tasks are ended at once and it keeps its last
+        checkpoint, rather than holding the scheduler until they could save."""
         j = self.jobs[job_id]
+        if self.first(job_id, j.started) is None:
+            for proc in j.procs.values():
+                proc.kill()
+                proc.join(5)
+            self._release(j, j.procs)
+            return j.saved
         self._command(j, job_id, {"op": "stop"})
         self._join(j, j.procs)
         exit_rec = self._get(f"{job_id}/g{j.gen}/exit")
         done = self._get(f"{job_id}/done")
         # the job may have finished its work between the poll and the command: then it reports done
-        return int((exit_rec or done)["it"])
+        j.saved = int((exit_rec or done)["it"])
+        return j.saved
 
     def resize(self, job_id: str, n_new: int) -> None:
         """Stop-free: scale out (newcomers prepare, then join) or in (leaving ranks exit)."""
@@ -177,6 +192,10 @@ class Tasks:
             if proc.exitcode != 0:
                 self.close()
                 raise RuntimeError(f"testbed: task {rank} of a job failed or hung (exit code {proc.exitcode})")
+        self._release(j, procs)
+
+    def _release(self, j: _Job, procs: dict) -> None:
+        for rank in procs:
             self.load[j.cores.pop(rank)] -= 1
         procs.clear()
 
@@ -240,6 +259,7 @@ class TestbedEngine(Engine):
         job, t = st.spec.job_id, self.tasks
         n_old, n_new = workers(old), workers(new)
         if change is Change.STOP:
+            self._settle(st, stopping=True)           # a start cut short costs the time since its decision
             st.progress = min(t.stop(job), st.spec.total_work)
             return
         if change in (Change.START, Change.RESUME):
@@ -249,10 +269,12 @@ class TestbedEngine(Engine):
             t.resize(job, n_new)
             kind = "switch"
         else:
+            self._settle(st, stopping=True)
             st.progress = min(t.stop(job), st.spec.total_work)
             t.start(job, n_new)
             kind = "first"
         self._awaiting[job] = (row, decided, t.jobs[job].gen, kind)
+        st.busy_until = math.inf                  # reconfiguring (JobView) until the new group trains
 
     def _enter_phase(self, st: JobState) -> None:
         """No computed rate or completion: the real job's reports move it (``_poll``)."""
@@ -279,28 +301,33 @@ class TestbedEngine(Engine):
             if rep is not None and rep["it"] > st.progress:
                 st.progress = min(float(rep["it"]), st.spec.total_work)
                 self._moved = True
-            self._measure_pause(st)
+            self._settle(st)
             if self.tasks.done(job) is not None and job not in self._awaiting:
                 self.tasks.finish(job)
                 self._finish(st)
 
-    def _measure_pause(self, st: JobState) -> None:
-        """The measured cost of the job's last change, once its new generation has trained."""
+    def _settle(self, st: JobState, stopping: bool = False) -> None:
+        """The measured cost of the job's last change, once its new generation has trained (or,
+        ``stopping``, when it is stopped before: all the time since the decision was lost)."""
         job = st.spec.job_id
         if job not in self._awaiting:
             return
         row, decided, gen, kind = self._awaiting[job]
         first = self.tasks.first(job, gen)
         if first is None:
-            if self.tasks.done(job) is None:
+            if stopping:                          # a start cut short lost it all; a pending switch nothing
+                lost = time.monotonic() - decided if kind == "first" else 0.0
+            elif self.tasks.done(job) is None:
                 return
-            lost = 0.0                            # finished before the switch took place
+            else:
+                lost = 0.0                        # finished before the switch took place
         elif kind == "first":
             lost = max(first["t"] - decided, 0.0)
         else:
             old = self.tasks.exit_of(job, gen - 1)
             lost = max(first["t"] - old["t_stop"], 0.0) if old else 0.0
         del self._awaiting[job]
+        st.busy_until = self.env.now
         if row is not None and math.isfinite(lost):
             self.recorder._events["overhead_s"][row] = lost   # the event's own row (recorded at the decision)
         st.overhead_s += lost
