@@ -22,7 +22,7 @@ from pathlib import Path
 
 import yaml
 
-from clustersim.simulator.errors import ConfigError
+from clustersim.simulator.errors import ConfigError, TraceError
 
 MODELS = ("mlp", "cnn", "recommendation")
 
@@ -37,10 +37,12 @@ def load_config(argv: list[str]) -> dict:
     try:
         cfg = OmegaConf.to_container(OmegaConf.merge(base, OmegaConf.from_dotlist(argv)), resolve=True)
     except OmegaConfBaseException as e:
-        raise ConfigError(f"clustersim-testbed: {str(e).splitlines()[0]}") from None
-    for p in cfg["policies"] + [cfg["repeat"]] * (cfg["repeat"] is not None):
-        if p not in ("fifo", "tiresias", "elastic_tiresias", "srtf", "drf"):
-            raise ConfigError(f"policies: {p!r} is not a policy the testbed runs (fifo, tiresias, elastic_tiresias)")
+        raise ConfigError(str(e).splitlines()[0]) from None
+    known = sorted(f.name[:-5] for f in files("clustersim.configs").joinpath("policy").iterdir()
+                   if f.name.endswith(".yaml"))
+    for p in cfg["policies"]:
+        if p not in known:
+            raise ConfigError(f"policies: {p!r} has no configs/policy/{p}.yaml; known: {', '.join(known)}")
     unknown = [m for m in cfg["trace"]["models"] if m not in MODELS]
     if unknown:
         raise ConfigError(f"trace.models: {unknown[0]!r} is not a calibration workload ({', '.join(MODELS)})")
@@ -222,8 +224,8 @@ def main() -> None:
     try:
         cfg = load_config(sys.argv[1:])
         result = run(cfg)
-    except ConfigError as e:
-        sys.exit(str(e))
+    except (ConfigError, TraceError) as e:      # e.g. a job asking for more workers than this host has cores
+        sys.exit(f"clustersim-testbed: {e}")
     print(f"clustersim-testbed -> {cfg['out']}/comparison.json" + (f", {result['png']}" if "png" in result else ""))
 
 
