@@ -11,6 +11,7 @@ simulator cannot be told apart from reality by errors smaller than that.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -44,6 +45,5 @@ def errors(predicted: dict[str, float | None], measured: dict[str, float | None]
 
 def runs(predicted_dir: Path, measured_dir: Path) -> dict:
     """``errors`` of the run in ``predicted_dir`` against the one in ``measured_dir``."""
-    import json
     ms = [json.loads((Path(d) / "summary.json").read_text())["makespan"] for d in (predicted_dir, measured_dir)]
     return errors(jcts(predicted_dir), jcts(measured_dir), *ms)
