@@ -42,9 +42,11 @@ def run(cfg: dict, command: str = "clustersim-calibrate") -> dict:
     if cfg["ps"]["enabled"]:
         ps_recs = ps.measure(cfg, store, progress)
         fits["ps"] = fit.fit_ps(ps_recs, cfg["ps"]["mode"], int(cfg["ps"]["batch"]), f["test_fraction"], f["repeats"])
+        ps_recs = fits["ps"]["_records"]          # each point from its windows, outliers rejected
     if cfg["dataparallel"]["enabled"]:
         dp_recs = dataparallel.measure(cfg, store, progress)
         fits["dataparallel"] = fit.fit_dp(dp_recs, f["test_fraction"], f["repeats"])
+        dp_recs = fits["dataparallel"]["_records"]
     if cfg["overhead"]["enabled"]:
         resc = rescale.measure(cfg, store, progress)
         fits["overhead"] = fit.fit_overhead(resc)
@@ -99,12 +101,12 @@ def report(summary: dict) -> str:
         lines.append(f"  PS {fits['ps']['model']}: in-sample MAPE {pct(fits['ps']['mape'])}, held-out "
                      f"{pct(h.get('error'))} (worst split {pct(h.get('worst'))}; "
                      f"{h.get('train_points')} fit / {h.get('test_points')} held out); measurement noise "
-                     f"{pct(fits['ps']['window_spread'])} {h.get('reason', '')}")
+                     f"{pct(fits['ps']['window_spread'])} {h.get('reason', '')}\n    {fits['ps']['verdict']}")
     if "dataparallel" in fits:
         h = fits["dataparallel"]["heldout"]
         lines.append(f"  data-parallel all-reduce: in-sample {pct(fits['dataparallel']['mape'])}, held-out "
                      f"{pct(h.get('error'))}; measurement noise {pct(fits['dataparallel']['window_spread'])} "
-                     f"{h.get('reason', '')}")
+                     f"{h.get('reason', '')}\n    {fits['dataparallel']['verdict']}")
     if "overhead" in fits:
         c = fits["overhead"]["costs"]
         lines.append("  overhead: " + ", ".join(f"{k} {v:.3g}" for k, v in c.items()))

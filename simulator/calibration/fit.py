@@ -6,9 +6,16 @@ overhead model is ``ModelCosts`` (simulator/overhead.py).
 
 Held-out error: ``holdout_mape`` fits on a seeded random ``1 - test_fraction`` of the points and
 reports the mean absolute percentage error on the rest; it is repeated for ``repeats`` seeds (a
-different split each) and the mean, worst and each split's figure are reported, since one split
-of a dozen points is noisy. Optimus §3.2 / Fig. 8 measure the same thing (<6% with 10 of 400
-(p, w) pairs).
+different split each) and the mean, worst, each split's figure and the range the middle 95% of the
+splits fall in (``interval``: the error's confidence) are reported, since one split of a dozen
+points is noisy. Optimus §3.2 / Fig. 8 measure the same thing (<6% with 10 of 400 (p, w) pairs).
+
+A noisy host: every point is measured in several windows (repeats). Windows that are outliers by
+the modified z-score (|0.6745 (x - median) / MAD| > 3.5, Iglewicz and Hoaglin 1993, the usual
+cut-off) are rejected (a burst of load from elsewhere) and the point is the median of the rest;
+the spread of what is kept is the measurement noise. ``verdict`` compares the two: a held-out
+error that does not exceed the noise says nothing about the model, and the report says so
+instead of presenting the fit as validated.
 """
 
 from __future__ import annotations
@@ -32,34 +39,78 @@ def heldout(make, samples: list, test_fraction: float, repeats: int) -> dict:
                                          f"measure more points or lower fit.test_fraction"}
     errs = [holdout_mape(make(), samples, test_fraction, seed) for seed in range(int(repeats))]
     return {"error": float(np.mean(errs)), "worst": float(np.max(errs)), "splits": [float(e) for e in errs],
+            "interval": [float(np.percentile(errs, 2.5)), float(np.percentile(errs, 97.5))],
             "test_fraction": float(test_fraction), "train_points": n - n_test, "test_points": n_test}
+
+
+OUTLIER_Z = 3.5          # modified z-score cut-off (Iglewicz and Hoaglin 1993)
+
+
+def robust(windows) -> tuple[float, float | None, int]:
+    """(median of the kept windows, their spread, windows rejected) of one point's repeats.
+
+    Spread: mean absolute deviation of the kept windows from their median, relative to it. With a
+    MAD of 0 (most windows equal) only the windows different from the median are outliers."""
+    w = np.asarray(windows, dtype=np.float64)
+    med = float(np.median(w))
+    mad = float(np.median(np.abs(w - med)))
+    keep = np.abs(0.6745 * (w - med) / mad) <= OUTLIER_Z if mad > 0 else np.abs(w - med) <= 1e-12 * abs(med)
+    kept = w[keep] if keep.sum() >= 2 else w
+    med = float(np.median(kept))
+    spread = float(np.mean(np.abs(kept - med)) / med) if len(kept) > 1 else None
+    return med, spread, int(len(w) - len(kept))
+
+
+def verdict(heldout: dict, spread: float | None) -> str:
+    """Whether the held-out error tells anything about the model, given the measurement noise."""
+    err = heldout.get("error")
+    if err is None:
+        return "no held-out error"
+    if spread is None:
+        return "noise not measured (one window per point): the held-out error may be noise"
+    if err <= spread:
+        return (f"noise-limited: the measurements' own spread ({100 * spread:.1f}%) is at least the held-out "
+                f"error ({100 * err:.1f}%), so this fit's accuracy cannot be judged on this host; measure on "
+                "a quieter host or with more repeats")
+    lo = heldout.get("interval", [err])[0]
+    if lo <= spread:
+        return (f"inconclusive: the held-out error ({100 * err:.1f}%) exceeds the noise ({100 * spread:.1f}%) on "
+                f"average, but some splits do not ({100 * lo:.1f}%)")
+    return f"model error above the noise ({100 * err:.1f}% > {100 * spread:.1f}%): the model misses something"
+
+
+def _robust_points(records: list[dict], key: str, value) -> tuple[list[dict], float | None, int]:
+    """Records with each point re-derived from its kept windows (``value(record, median)``), the
+    mean spread over points and the windows rejected."""
+    out, spreads, rejected = [], [], 0
+    for r in records:
+        w = r.get(key) or []
+        if len(w) > 1:
+            med, spread, bad = robust(w)
+            r = {**r, **value(r, med), "rejected_windows": bad}
+            rejected += bad
+            if spread is not None:
+                spreads.append(spread)
+        out.append(r)
+    return out, (float(np.mean(spreads)) if spreads else None), rejected
 
 
 def ps_samples(records: list[dict]) -> list[tuple[tuple, float]]:
     return [((r["p"], r["w"]), r["samples_per_s"]) for r in records]
 
 
-def window_spread(records: list[dict], key: str) -> float | None:
-    """Measurement noise: mean over points of the windows' mean absolute deviation from their
-    median, relative to the median. A fit cannot predict a point better than this."""
-    per = []
-    for r in records:
-        w = np.asarray(r.get(key) or [], dtype=np.float64)
-        if len(w) > 1:
-            med = np.median(w)
-            per.append(float(np.mean(np.abs(w - med)) / med))
-    return float(np.mean(per)) if per else None
-
-
 def fit_ps(records: list[dict], mode: str, batch: float, test_fraction: float, repeats: int) -> dict:
     """Optimus Eq. 4 (sync, global batch ``batch``) or Eq. 3 (async) in samples/s over (p, w)."""
+    records, spread, rejected = _robust_points(records, "windows_samples_per_s",
+                                               lambda r, m: {"samples_per_s": m})
     samples = ps_samples(records)
     make = lambda: OptimusSpeed(mode, batch)  # noqa: E731
     model = make().fit(samples)
+    held = heldout(make, samples, test_fraction, repeats)
     return {"model": f"optimus_eq{4 if mode == 'sync' else 3}", "mode": mode, "batch": float(batch),
-            "theta": [float(t) for t in model.theta], "mape": model.mape(samples),
-            "heldout": heldout(make, samples, test_fraction, repeats),
-            "window_spread": window_spread(records, "windows_samples_per_s"), "_model": model}
+            "theta": [float(t) for t in model.theta], "mape": model.mape(samples), "heldout": held,
+            "window_spread": spread, "rejected_windows": rejected, "verdict": verdict(held, spread),
+            "_model": model, "_records": records}
 
 
 def dp_samples(records: list[dict]) -> list[tuple[tuple, float]]:
@@ -68,11 +119,14 @@ def dp_samples(records: list[dict]) -> list[tuple[tuple, float]]:
 
 
 def fit_dp(records: list[dict], test_fraction: float, repeats: int) -> dict:
+    records, spread, rejected = _robust_points(records, "windows_iter_s",
+                                               lambda r, m: {"iter_s": m, "iters_per_s": 1.0 / m})
     samples = dp_samples(records)
     model = AllReduceSpeed().fit(samples)
+    held = heldout(AllReduceSpeed, samples, test_fraction, repeats)
     return {"model": "allreduce", "theta": [float(t) for t in model.theta], "mape": model.mape(samples),
-            "heldout": heldout(AllReduceSpeed, samples, test_fraction, repeats),
-            "window_spread": window_spread(records, "windows_iter_s"), "_model": model}
+            "heldout": held, "window_spread": spread, "rejected_windows": rejected, "verdict": verdict(held, spread),
+            "_model": model, "_records": records}
 
 
 def fit_convergence(losses: list[float], train_fraction: float, threshold: float, patience: int) -> dict:

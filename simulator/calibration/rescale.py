@@ -180,12 +180,12 @@ def _td(seconds: float):
     return timedelta(seconds=seconds)
 
 
-def _client(port: int, timeout: float):
+def client(port: int, timeout: float):
     import torch.distributed as dist
     return dist.TCPStore("127.0.0.1", port, is_master=False, timeout=_td(timeout))
 
 
-def _join(st, group: str, backend: str, rank: int, world: int, timeout: float) -> None:
+def join_group(st, group: str, backend: str, rank: int, world: int, timeout: float) -> None:
     """Join the process group ``group`` through the driver's store."""
     import torch.distributed as dist
 
@@ -193,7 +193,7 @@ def _join(st, group: str, backend: str, rank: int, world: int, timeout: float) -
     init_group(backend, None, rank, world, timeout, store=dist.PrefixStore(group, st))
 
 
-class _Trainer:
+class Trainer:
     """A data-parallel worker: model, SGD, one all-reduce of the flat gradient per iteration."""
 
     def __init__(self, cfg: dict, rank: int, kind: str):
@@ -246,9 +246,9 @@ def _resume_old(rank, n, kind, backend, ckpt, store_port, cfg) -> None:
     import torch
     import torch.distributed as dist
 
-    o, st = cfg["overhead"], _client(store_port, cfg["timeout_s"])
-    _join(st, "old/", backend, rank, n, cfg["timeout_s"])
-    tr = _Trainer(cfg, rank, kind)
+    o, st = cfg["overhead"], client(store_port, cfg["timeout_s"])
+    join_group(st, "old/", backend, rank, n, cfg["timeout_s"])
+    tr = Trainer(cfg, rank, kind)
     step_s = tr.train(n, int(o["pre_steps"]))
     t_stop = time.time()
     if rank == 0:
@@ -263,9 +263,9 @@ def _resume_new(rank, n, kind, backend, ckpt, store_port, cfg) -> None:
     import torch
     import torch.distributed as dist
 
-    st = _client(store_port, cfg["timeout_s"])
-    _join(st, "new/", backend, rank, n, cfg["timeout_s"])
-    tr = _Trainer(cfg, rank, kind)
+    st = client(store_port, cfg["timeout_s"])
+    join_group(st, "new/", backend, rank, n, cfg["timeout_s"])
+    tr = Trainer(cfg, rank, kind)
     t_built = time.time()
     state = torch.load(ckpt, map_location=tr.device)
     tr.wl.model.load_state_dict(state["model"])
@@ -283,9 +283,9 @@ def _free_old(rank, n_old, n_new, kind, backend, store_port, cfg) -> None:
     import torch
     import torch.distributed as dist
 
-    o, st = cfg["overhead"], _client(store_port, cfg["timeout_s"])
-    _join(st, "a/", backend, rank, n_old, cfg["timeout_s"])
-    tr = _Trainer(cfg, rank, kind)
+    o, st = cfg["overhead"], client(store_port, cfg["timeout_s"])
+    join_group(st, "a/", backend, rank, n_old, cfg["timeout_s"])
+    tr = Trainer(cfg, rank, kind)
     pre, joining = int(o["pre_steps"]), n_new - n_old
     step_s = tr.train(n_old, pre)
     if rank == 0:
@@ -302,7 +302,7 @@ def _free_old(rank, n_old, n_new, kind, backend, store_port, cfg) -> None:
     t_stop = time.time()
     prepare_step_s = (time.perf_counter() - t0) / steps
     dist.destroy_process_group()
-    _join(st, "b/", backend, rank, n_new, cfg["timeout_s"])
+    join_group(st, "b/", backend, rank, n_new, cfg["timeout_s"])
     tr.broadcast()
     t_resume = time.time()
     tr.train(n_new, int(o["post_steps"]))
@@ -312,11 +312,11 @@ def _free_old(rank, n_old, n_new, kind, backend, store_port, cfg) -> None:
 
 
 def _free_new(rank, n_new, kind, backend, store_port, cfg) -> None:
-    st = _client(store_port, cfg["timeout_s"])
-    tr = _Trainer(cfg, rank, kind)               # preparation: model, data, device
+    st = client(store_port, cfg["timeout_s"])
+    tr = Trainer(cfg, rank, kind)               # preparation: model, data, device
     t_ready = time.time()
     st.add("ready", 1)
-    _join(st, "b/", backend, rank, n_new, cfg["timeout_s"])
+    join_group(st, "b/", backend, rank, n_new, cfg["timeout_s"])
     tr.broadcast()
     t_resume = time.time()
     tr.train(n_new, int(cfg["overhead"]["post_steps"]))

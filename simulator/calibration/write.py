@@ -97,8 +97,8 @@ def header(cfg: dict, hw: dict, command: str) -> str:
     return "".join(f"# {ln}\n" for ln in lines)
 
 
-def write_profiles(out: Path, profiles: dict, head: str) -> Path:
-    path = out / "profiles.yaml"
+def write_profiles(out: Path, profiles: dict, head: str, name: str = "profiles.yaml") -> Path:
+    path = out / name
     text = head + "\n" + yaml.safe_dump(_plain(profiles), sort_keys=False, default_flow_style=None, width=110)
     tmp = path.with_suffix(".yaml.tmp")
     tmp.write_text(text)

@@ -1,0 +1,134 @@
+"""A two-job testbed on CPU, for real (gloo, one or two core-pinned processes per job), and the
+job protocol of simulator/calibration/jobrun.py (start, stop-free scale-out and in, checkpoint,
+resume). Skipped when torch is absent (pip install "clustersim[calibrate]").
+"""
+
+import json
+import math
+import time
+
+import pytest
+
+pytest.importorskip("torch", reason='torch is not installed: pip install "clustersim[calibrate]" (torch==2.13.0)')
+
+import pyarrow.parquet as pq  # noqa: E402
+
+from clustersim.testbed import cli, compare  # noqa: E402
+
+MLP = ["model.params.samples=512", "model.params.features=64", "model.params.hidden=[64,64]"]
+TWO_JOBS = ["policies=[fifo]", "repeat=fifo", "trace.jobs=2", "trace.models=[mlp]", "trace.workers=[1]",
+            "trace.work_s=[2,3]", "trace.mean_gap_s=1", "timeout_s=120", "plot=true"]
+CALIBRATE = ["ps.enabled=false", "convergence.enabled=false", "dataparallel.workers=[1,2]",
+             "dataparallel.batch=[8,16,32,64]", "dataparallel.steps=4", "dataparallel.warmup=1",
+             "dataparallel.repeats=2", "overhead.sizes=[[1,2]]", "overhead.pre_steps=3", "overhead.post_steps=2",
+             "fit.repeats=3", *MLP]
+
+
+@pytest.fixture(scope="module")
+def testbed(tmp_path_factory):
+    out = tmp_path_factory.mktemp("tb")
+    t0 = time.perf_counter()
+    cfg = cli.load_config([*TWO_JOBS, f"out={out}"])
+    cfg["calibrate"] = CALIBRATE
+    result = cli.run(cfg)
+    return out, result, time.perf_counter() - t0
+
+
+def test_real_run_writes_what_a_simulation_writes(testbed):
+    out, _, _ = testbed
+    for name in ("jobs", "events", "timeline", "tenants"):
+        real, sim = (pq.read_schema(out / "fifo" / d / f"{name}.parquet") for d in ("real", "sim"))
+        assert real.equals(sim), name
+    real, sim = (json.loads((out / "fifo" / d / "summary.json").read_text()) for d in ("real", "sim"))
+    assert set(real) == set(sim)
+    assert real["jobs_finished"] == 2 and real["jobs_unfinished"] == 0
+    assert json.loads((out / "fifo" / "real" / "run.json").read_text())["kind"] == "testbed"
+
+
+def test_each_real_job_started_trained_its_work_and_finished(testbed):
+    out, _, _ = testbed
+    jobs = pq.read_table(out / "fifo" / "real" / "jobs.parquet").to_pylist()
+    events = pq.read_table(out / "fifo" / "real" / "events.parquet").to_pylist()
+    for j in jobs:
+        assert j["status"] == "finished" and j["progress"] == 1.0
+        assert [e["kind"] for e in events if e["job_id"] == j["job_id"]] == ["start", "finish"]
+        start = next(e for e in events if e["job_id"] == j["job_id"] and e["kind"] == "start")
+        # the measured start cost (decision to first iteration: a fresh Python, torch, the group)
+        assert 0 < start["overhead_s"] == j["overhead_s"] < j["jct"]
+        assert j["first_start"] >= j["submit_time"] and j["end_time"] > j["first_start"]
+
+
+def test_comparison_is_the_arithmetic_of_the_written_runs(testbed):
+    out, result, _ = testbed
+    e = result["policies"]["fifo"]["error"]
+    real, sim = compare.jcts(out / "fifo" / "real"), compare.jcts(out / "fifo" / "sim")
+    for j in real:
+        assert e["per_job"][j] == pytest.approx((sim[j] - real[j]) / real[j])
+    mean_r, mean_s = sum(real.values()) / 2, sum(sim.values()) / 2
+    assert e["jct_mean"] == pytest.approx((mean_s - mean_r) / mean_r)
+    spans = [json.loads((out / "fifo" / d / "summary.json").read_text())["makespan"] for d in ("sim", "real")]
+    assert e["makespan"] == pytest.approx((spans[0] - spans[1]) / spans[1])
+    noise = result["policies"]["fifo"]["noise"]
+    assert noise["jobs"] == 2 and math.isfinite(noise["jct_mean"])
+    saved = json.loads((out / "comparison.json").read_text())
+    assert saved["policies"]["fifo"]["error"]["jct_mean"] == pytest.approx(e["jct_mean"])
+    assert (out / "testbed.png").stat().st_size > 0 and "load_1m" in saved["host"]
+
+
+def test_a_job_done_before_its_newcomers_are_ready_ends_them(tmp_path):
+    import os
+
+    from clustersim.testbed.real import Tasks
+
+    t = Tasks(sorted(os.sched_getaffinity(0)), tmp_path, 120.0, 0.05, 0.02, 0.01)
+    t.add("j", {"name": "mlp", "params": {"samples": 512, "features": 64, "hidden": [64, 64]}}, 16, 1, 500.0)
+    try:
+        t.start("j", 1)
+        t.resize("j", 2)                 # the job's one iteration is done long before a Python starts
+        deadline = time.monotonic() + 120
+        while t.done("j") is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert t.done("j")["it"] == 1
+        t.finish("j")
+        assert t.jobs["j"].procs == {} and all(v == 0 for v in t.load.values())
+    finally:
+        t.close()
+
+
+def test_job_protocol_scale_out_in_checkpoint_resume(tmp_path):
+    """One job through every real change: start at 1, stop-free to 2 and back to 1, checkpoint
+    and exit, resume from the checkpoint (its work, 10^7 iterations, is never reached)."""
+    import os
+
+    from clustersim.testbed.real import Tasks
+
+    t = Tasks(sorted(os.sched_getaffinity(0)), tmp_path, 120.0, 0.05, 0.02, 0.01)
+    model = {"name": "mlp", "params": {"samples": 512, "features": 64, "hidden": [64, 64]}}
+    t.add("j", model, 16, 10_000_000, 500.0)
+    try:
+        def wait(what, at_least=None):
+            deadline = time.monotonic() + 120
+            while time.monotonic() < deadline:
+                t.check()
+                got = what()
+                if got is not None and (at_least is None or got["it"] >= at_least):
+                    return got
+                time.sleep(0.05)
+            raise AssertionError("the job did not report in time")
+
+        t.start("j", 1)
+        it0 = wait(lambda: t.progress("j"), 20)["it"]
+        t.resize("j", 2)                                   # newcomer prepares, rank 0 keeps training
+        switched = wait(lambda: t.first("j", 1))
+        assert switched["it"] >= it0                       # the newcomer continues, not restarts
+        t.resize("j", 1)                                   # graceful scale-in: rank 1 leaves
+        wait(lambda: t.first("j", 2))
+        stopped_at = t.stop("j")                           # checkpoint, every task exits
+        assert stopped_at >= switched["it"] and (tmp_path / "j.pt").exists()
+        t.start("j", 1)                                    # resume: restores the checkpoint
+        assert wait(lambda: t.first("j", 3))["it"] == stopped_at
+        assert t.stop("j") >= stopped_at
+        t.check()
+        assert all(v == 0 for v in t.load.values())        # every core given back
+    finally:
+        t.close()
