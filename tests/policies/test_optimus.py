@@ -179,6 +179,19 @@ def test_prediction_error_signs_are_seeded_per_job():
     assert {x for pair in fa for x in pair} == {0.8, 1.2}
 
 
+def test_speed_error_of_its_own_gives_section_6_3_1s_combined_point():
+    """15% on the epochs to convergence and 6% on the speed (§6.3.1): factors 1 ± 0.15 and 1 ± 0.06,
+    with the same signs as a single error size draws (the seed fixes them per job)."""
+    both = policies.make("optimus_oracle", prediction_error=0.15, speed_error=0.06, seed=3)
+    one = policies.make("optimus_oracle", prediction_error=0.15, seed=3)
+    for p in (both, one):
+        p.cache = {}
+    for i in range(20):
+        (q, f), (q1, f1) = both._error_factors(job(f"j{i}", float(i))), one._error_factors(job(f"j{i}", float(i)))
+        assert q == q1 and q in (0.85, 1.15)
+        assert f == pytest.approx(1.0 + 0.06 * (1 if f1 > 1 else -1))
+
+
 def test_remaining_time_aims_at_each_jobs_own_threshold():
     """Two jobs with the same observed losses: the one whose owner set 2% has fewer epochs left than
     the 1% one; a threshold given to the policy overrides both."""
