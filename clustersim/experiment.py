@@ -374,15 +374,21 @@ def code_digest() -> str:
     or not (a git commit alone misses uncommitted edits)."""
     import hashlib
 
-    import clustersim
-    from clustersim import configs, policies, simulator, traces
+    import clustersim.configs.policy
+    from clustersim.policies import base
+    from clustersim.simulator import engine
+    from clustersim.traces import schema
 
+    # each package's folder from a module of its own: started beside a clone named clustersim, a
+    # process may see that folder as the (namespace) package itself, without a __file__ (provenance)
+    roots = {"clustersim": Path(__file__).resolve().parent, "clustersim.simulator": Path(engine.__file__).parent,
+             "clustersim.policies": Path(base.__file__).parent, "clustersim.traces": Path(schema.__file__).parent,
+             "clustersim.configs": Path(clustersim.configs.policy.__file__).parent.parent}
     h = hashlib.sha256()
-    for pkg in (clustersim, simulator, policies, traces, configs):
-        root = Path(pkg.__file__).parent
+    for name, root in roots.items():
         for p in sorted(root.rglob("*")):
             if p.suffix in (".py", ".yaml") and "__pycache__" not in p.parts:
-                h.update(f"{pkg.__name__}/{p.relative_to(root)}".encode() + b"\0" + p.read_bytes())
+                h.update(f"{name}/{p.relative_to(root)}".encode() + b"\0" + p.read_bytes())
     return h.hexdigest()
 
 

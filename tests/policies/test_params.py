@@ -67,7 +67,7 @@ def test_the_command_exits_1_with_one_line_and_a_whole_failed_run_json(tmp_path)
     assert p.stderr.strip().splitlines() == ["clustersim: error: policy.thresholds: must be increasing, got "
                                              "[7200.0, 3250.0] (policy.thresholds[1] = 3250.0 after 7200.0)"]
     # nothing ran: no outputs, only the record (and Hydra's own .hydra/)
-    assert sorted(f.name for f in run_dir.iterdir() if f.name != ".hydra") == ["run.json"]
+    assert sorted(f.name for f in run_dir.iterdir() if f.name != ".hydra") == ["run.json", "run.log"]
     record = json.loads((run_dir / "run.json").read_text())
     assert record["status"] == "failed" and record["error_type"] == "ConfigError"
 
