@@ -163,7 +163,8 @@ class Engine:
     def _loop(self) -> None:
         """Handle the events in time order (ties: priority, then the order they were scheduled) and
         the pending decision once every event up to its time is handled, until nothing is left, the
-        run halts, or ``until`` comes (nothing at ``until`` itself runs)."""
+        run halts, or ``until`` comes (nothing at ``until`` itself runs). With a ``_wait_until``
+        hook, the loop calls it with each one's time first."""
         queue, clock, wait = self._queue, self.clock, self._wait_until
         until = math.inf if self.until is None else self.until
         while not self._halted:
