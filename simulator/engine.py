@@ -71,6 +71,11 @@ class Observe:
 
 
 class Engine:
+    # Called as ``_wait_until(t)`` before anything at time ``t`` is handled; it must schedule
+    # nothing. None in a simulation (time jumps); the testbed (clustersim/testbed/real.py) waits
+    # there for the wall clock to reach ``t``.
+    _wait_until = None
+
     def __init__(self, jobs: list[JobSpec], cluster: Cluster, policy, *,
                  speed: SpeedModel | None = None, overhead: OverheadModel | None = None,
                  until: float | None = None, progress: bool | None = None,
@@ -158,18 +163,23 @@ class Engine:
     def _loop(self) -> None:
         """Handle the events in time order (ties: priority, then the order they were scheduled) and
         the pending decision once every event up to its time is handled, until nothing is left, the
-        run halts, or ``until`` comes (nothing at ``until`` itself runs)."""
-        queue, clock = self._queue, self.clock
+        run halts, or ``until`` comes (nothing at ``until`` itself runs). With a ``_wait_until``
+        hook, the loop calls it with each one's time first."""
+        queue, clock, wait = self._queue, self.clock, self._wait_until
         until = math.inf if self.until is None else self.until
         while not self._halted:
             decide_at = self._decision_at
             if queue and (decide_at is None or queue[0][0] <= decide_at):
                 if queue[0][0] >= until:
                     break
+                if wait is not None:
+                    wait(queue[0][0])
                 t, _, _, handle, args = heappop(queue)
                 self.now = clock.now = t
                 handle(*args)
             elif decide_at is not None and decide_at < until:
+                if wait is not None:
+                    wait(decide_at)
                 self.now = clock.now = decide_at
                 self._decide()
             else:

@@ -76,6 +76,16 @@ class Recorder:
         e["overhead_s"].append(lost)
         self._typed_segment(now, st, kind)
 
+    @property
+    def event_rows(self) -> int:
+        """Events recorded so far (the last one's row is ``event_rows - 1``)."""
+        return len(self._events["time"])
+
+    def amend_overhead(self, row: int, seconds: float) -> None:
+        """Set the ``overhead_s`` of event ``row``: the testbed measures what a change cost once
+        the job trains again, after the event was recorded at the decision."""
+        self._events["overhead_s"][row] = seconds
+
     def _typed_segment(self, now: float, st: JobState, kind: str) -> None:
         """GPU-seconds per GPU type: close the job's last allocation at ``now``, open its new one."""
         seg = self._seg

@@ -1,12 +1,17 @@
 """The engine on the wall clock with real jobs: ``TestbedEngine`` and its process table ``Tasks``.
 
 ``TestbedEngine`` is the simulator's ``Engine`` with two things replaced:
-- the clock: a SimPy ``RealtimeEnvironment`` (factor 1, not strict), so arrivals, policy
-  wake-ups and decisions happen at their times in real seconds; an action that blocks the loop
-  (a checkpoint being written) delays the events behind it, as it would delay a real scheduler;
-- the speed model: no completion is computed. Every ``poll_s`` the engine reads each running
-  job's iterations from its rank 0 (``Tasks.progress``) and ends the job when it reports its work
-  done. Between polls a job's progress stands still (what a scheduler knows is the last report).
+- the clock: the wall clock, in seconds since the run's start. Before handling an event or a
+  decision at time t, the engine's loop waits until t seconds have passed (``_wait_until``), so
+  arrivals, policy wake-ups and decisions happen at their times in real seconds. An action that
+  blocks the loop (a checkpoint being written) delays the events behind it, as it would delay a
+  real scheduler: they are handled late, each at its own time;
+- the speed model: no completion is computed (``Reported``). Every ``poll_s`` (an event of the
+  engine's own heap) the engine reads each running job's iterations from its rank 0
+  (``Tasks.progress``) and ends the job when it reports its work done. Between polls a job's
+  progress stands still (what a scheduler knows is the last report). Polling stops once nothing
+  is running, queued or to be decided: then nothing more can happen, and jobs still pending end
+  the run unfinished.
 Everything else is the engine's own: views, validation of the policy's allocations, the
 cluster's bookkeeping, the change classification, the ``Recorder`` and its outputs. After the
 engine has applied a decision, ``Tasks`` carries it out for real: stops first (each job checkpoints
@@ -28,13 +33,10 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from simpy.events import URGENT
-from simpy.core import StopSimulation
-from simpy.rt import RealtimeEnvironment
-
-from clustersim.simulator.engine import Engine
+from clustersim.simulator.engine import URGENT, Engine
 from clustersim.simulator.job import EMPTY, JobState, task_counts
 from clustersim.simulator.overhead import Change
+from clustersim.simulator.progress import Next, Progress
 
 MECHANISMS = ("stop_resume", "stop_free")
 
@@ -213,41 +215,59 @@ def workers(alloc) -> int:
     return task_counts(alloc).get("worker", 0) if alloc else 0
 
 
+class Reported(Progress):
+    """A real job's progress: no rate, no phase, no completion to schedule. Its iterations are
+    what its rank 0 reports (``TestbedEngine._poll``); it has no simulated throughput samples."""
+
+    def _enter_phase(self, st: JobState, now: float) -> Next:
+        st.phases = None
+        st.rate = 0.0
+        return Next(None, None)
+
+
 class TestbedEngine(Engine):
     """The engine, its clock the wall clock, its jobs real (see the module's docstring)."""
 
     def __init__(self, jobs, cluster, policy, tasks: Tasks, mechanism: str, poll_s: float, **kw):
         if mechanism not in MECHANISMS:
             raise ValueError(f"mechanism must be one of {', '.join(MECHANISMS)}, got {mechanism!r}")
+        if not (math.isfinite(poll_s) and poll_s > 0):
+            raise ValueError(f"poll_s must be a finite number of seconds > 0, got {poll_s!r}")
         super().__init__(jobs, cluster, policy, **kw)
-        self.env = RealtimeEnvironment(factor=1.0, strict=False)
-        self.clock._env = self.env
+        self.progress = Reported()
         self.tasks, self.mechanism, self.poll_s = tasks, mechanism, float(poll_s)
+        self._start = 0.0                         # time.monotonic() at the run's time 0
         self._actions: list = []
         self._awaiting: dict[str, tuple] = {}     # job -> (event row, decided at (monotonic), gen, kind)
 
     def run(self):
-        self.env.process(self._poll_loop())
-        self.env.sync()                           # time 0 is now
+        self._start = time.monotonic()            # time 0 is now
+        self._at(self.poll_s, self._poll_tick)
         try:
             return super().run()
         finally:
             self.tasks.close()
 
+    def _wait_until(self, t: float) -> None:
+        """Sleep until ``t`` s of wall time have passed since the start (at once if they have)."""
+        delay = self._start + t - time.monotonic()
+        if delay > 0:
+            time.sleep(delay)
+
     # --- the real side of the engine's changes
-    def _apply(self, wanted):
+    def _apply(self, changes):
         self._actions = []
-        changed = super()._apply(wanted)
+        changed = super()._apply(changes)
         decided = time.monotonic()
         stops_first = sorted(self._actions, key=lambda a: 0 if a[1] is Change.STOP else 1)
         for st, change, old, new, row in stops_first:
             self._carry_out(st, change, old, new, row, decided)
         return changed
 
-    def _reconfigure(self, st: JobState, new, change, tr, gpus) -> None:
-        old = st.allocation
-        super()._reconfigure(st, new, change, tr, gpus)
-        self._actions.append((st, change, old, new, len(self.recorder._events["time"]) - 1))
+    def _reconfigure(self, c) -> None:
+        old = c.state.allocation
+        super()._reconfigure(c)
+        self._actions.append((c.state, c.kind, old, c.new, self.recorder.event_rows - 1))
 
     def _stop(self, st: JobState, change, reason, released: bool = False) -> None:
         old = st.allocation
@@ -275,24 +295,21 @@ class TestbedEngine(Engine):
         self._awaiting[job] = (row, decided, t.jobs[job].gen, kind)
         st.busy_until = math.inf                  # reconfiguring (JobView) until the new group trains
 
-    def _enter_phase(self, st: JobState) -> None:
-        """No computed rate or completion: the real job's reports move it (``_poll``)."""
-        st.phases = None
-        st.rate = 0.0
-
     def _stop_when_all_ended(self) -> None:
         if self.ended():                          # nothing after the last job's end matters
-            self._at(0.0, StopSimulation.callback, URGENT)
+            self._at(0.0, self._halt, priority=URGENT)
 
     # --- polling the real jobs
-    def _poll_loop(self):
-        while True:
-            yield self.env.timeout(self.poll_s)
-            self._poll()
+    def _poll_tick(self) -> None:
+        """Poll, and poll again ``poll_s`` later while anything may still happen: a job runs, an
+        event is queued or a decision is pending (else the loop ends: nothing more can happen)."""
+        self._poll()
+        if self.running or self._queue or self._decision_at is not None:
+            self._at(self.poll_s, self._poll_tick)
 
     def _poll(self) -> None:
         self.tasks.check()
-        now = self.env.now
+        now = self.now
         for job in list(self.running):
             st = self.states[job]
             st.advance(now)                       # attained service (the rate is 0: progress comes below)
@@ -326,8 +343,8 @@ class TestbedEngine(Engine):
             old = self.tasks.exit_of(job, gen - 1)
             lost = max(first["t"] - old["t_stop"], 0.0) if old else 0.0
         del self._awaiting[job]
-        st.busy_until = self.env.now
+        st.busy_until = self.now
         if row is not None and math.isfinite(lost):
-            self.recorder._events["overhead_s"][row] = lost   # the event's own row (recorded at the decision)
+            self.recorder.amend_overhead(row, lost)   # the event's own row (recorded at the decision)
         st.overhead_s += lost
         st.overhead_gpu_s += lost * st.gpus

@@ -50,7 +50,7 @@ def _generator(seed: int) -> torch.Generator:
     return torch.Generator().manual_seed(int(seed))
 
 
-def mlp(samples: int = 4096, features: int = 256, hidden: tuple = (512, 512), classes: int = 10,
+def mlp(samples: int = 4096, features: int = 256, hidden: tuple[int, ...] = (512, 512), classes: int = 10,
         seed: int = 0) -> Workload:
     g = _generator(seed)
     x = torch.randn(samples, features, generator=g)
@@ -63,7 +63,7 @@ def mlp(samples: int = 4096, features: int = 256, hidden: tuple = (512, 512), cl
     return Workload(nn.Sequential(*layers, nn.Linear(width, classes)), (x,), y, nn.functional.cross_entropy)
 
 
-def cnn(samples: int = 2048, image: int = 32, channels: tuple = (16, 32), classes: int = 10,
+def cnn(samples: int = 2048, image: int = 32, channels: tuple[int, ...] = (16, 32), classes: int = 10,
         seed: int = 0) -> Workload:
     g = _generator(seed)
     x = torch.randn(samples, 3, image, image, generator=g)
@@ -96,7 +96,7 @@ class RecModel(nn.Module):
 
 
 def recommendation(samples: int = 8192, tables: int = 8, rows: int = 5000, dim: int = 16, dense: int = 13,
-                   hidden: tuple = (128, 64), seed: int = 0) -> Workload:
+                   hidden: tuple[int, ...] = (128, 64), seed: int = 0) -> Workload:
     g = _generator(seed)
     sparse = torch.randint(0, rows, (samples, tables), generator=g)
     dense_x = torch.randn(samples, dense, generator=g)
