@@ -86,11 +86,12 @@ def test_an_optimus_profile_fits_its_points_at_load_and_rates_jobs_by_them(tmp_p
         profiles.load([tmp_path / "bad.yaml"])
 
 
-def test_the_command_without_torch_says_how_to_install_it():
+def test_the_command_without_torch_says_how_to_install_it(tmp_path):
     code = ("import sys; sys.modules['torch'] = None\n"
             "from clustersim.simulator.calibration import cli, fit, write, store\n"
             "cli.main()")
-    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    # in a scratch folder: Hydra makes the run's output folder (calibration/<name>) where it starts
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=tmp_path)
     assert p.returncode != 0 and "clustersim[calibrate]" in p.stderr and "torch==2.13.0" in p.stderr
 
 
