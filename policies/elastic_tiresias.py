@@ -7,7 +7,10 @@ queues, every job admitted at its requested size, all-or-nothing. On top of it, 
   back to it, so that the base plan is the one Tiresias would make at the requested sizes;
 - **R1, compaction**: when more than ``compaction_threshold`` (N = 10) jobs wait, each waiting job
   in priority order may start with p GPUs taken from idle GPUs and from running jobs outside the
-  top queue G0 scaled in, never below ⌈r·requested⌉ (r = ``min_fraction`` = 0.5), the p GPUs
+  top queue G0 scaled in. The floor ⌈r·requested⌉ (r = ``min_fraction`` = 0.5) bounds the running
+  jobs that R1 shrinks; a pending job may start on any p ≥ 1 (its role's ``min_count``), i.e. on
+  what is free (§5.1: "a running job J_j has a parallelism at least ⌈r·p_j⌉"; notes A11). With
+  ``start_floor`` a pending job needs ⌈r·requested⌉ GPUs to start (the older reading). The p GPUs
   coming from at most ⌈p_i/m⌉ machines (footnote 6; m = GPUs per machine). p maximises the gain
   in cluster efficiency Gain(i, p) = E_i(p) − Σ_victims [E_j(n_j) − E_j(n_j − d_j)], with
   E(n) = S(n) / t(p*) (§1 fn 1, §6.3); victims give single GPUs, the one whose efficiency drops
@@ -70,7 +73,7 @@ class ElasticTiresias(Tiresias):
                  gittins_delta: Positive = 3250.0, placement: PlacementName = "first_fit",
                  consolidate_models: list[str] = ("vgg11", "vgg16", "vgg19", "alexnet"),
                  compaction: bool = True, expansion: bool = True, compaction_threshold: Count = 10,
-                 min_fraction: Positive = 0.5, reserve_retry_s: Positive = 1.0, reserve_timeout_s: Positive = 300.0,
+                 min_fraction: Positive = 0.5, start_floor: bool = False, reserve_retry_s: Positive = 1.0, reserve_timeout_s: Positive = 300.0,
                  retry_s: Positive = 60.0, migrate_to_fewer_machines: bool = False,
                  remove_stragglers: bool = False, straggler_speed: Annotated[float, Range(gt=0, lt=1)] = 1 / 1.2,
                  straggler_check_s: Positive = 10.0):
@@ -80,6 +83,7 @@ class ElasticTiresias(Tiresias):
             raise ValueError(f"elastic_tiresias: min_fraction must be in (0, 1], got {min_fraction}")
         self.compaction, self.expansion = compaction, expansion
         self.n_wait, self.r = int(compaction_threshold), float(min_fraction)
+        self.start_floor = start_floor
         self.reserve_retry_s, self.reserve_timeout_s, self.retry_s = reserve_retry_s, reserve_timeout_s, retry_s
         self.migrate = migrate_to_fewer_machines
         self.stragglers, self.straggler_speed, self.straggler_check_s = (remove_stragglers, straggler_speed,
@@ -297,6 +301,8 @@ class ElasticTiresias(Tiresias):
         gain_lost = 0.0
         best = None
         lo = role.min_count if role.elastic else role.count
+        if self.start_floor:   # the older reading: the QoS floor also gates a pending job's start
+            lo = max(lo, math.ceil(self.r * role.count - 1e-9))
         for p in range(1, role.count + 1):
             node = next((n for n in nodes if spare[n] > 0), None)
             if node is not None:
