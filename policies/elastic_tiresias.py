@@ -155,6 +155,7 @@ class ElasticTiresias(Tiresias):
                 self._later(self.reserve_retry_s)   # place the admitted jobs once those GPUs are free
             if self.compaction and len(waiting) > self.n_wait:
                 waiting.sort(key=self._rank)
+                self._donor_cache = None   # donors per node, until a compaction shrinks one
                 for job in waiting:
                     if job.view.job_id not in self.reserved:
                         self._compact(view, job, allocs, free, planned)
@@ -223,8 +224,12 @@ class ElasticTiresias(Tiresias):
         role = roles[0]
         p_req = role.count
         k = max(1, math.ceil(p_req / self.m))          # footnote 6: at most ceil(p_i/m) machines
-        per_node = self._donors(view, allocs, planned)
+        if self._donor_cache is None:
+            self._donor_cache = self._donors(view, allocs, planned)
+        per_node = self._donor_cache
         idle = tasks_per_node(free, role.demand)
+        if not self._anything_to_take(view, idle, per_node, planned):
+            return   # no idle GPU on an up node and every donor at its floor: no p >= 1 is possible
         options = []
         if k == 1:
             for node in range(len(free)):
@@ -252,6 +257,8 @@ class ElasticTiresias(Tiresias):
                 del new[vrole][node]
             allocs[vid] = planned[vid] = new
             self._resized(self.jobs[vid], new, view.now)
+        if victims:
+            self._donor_cache = None
         _take(free, jv, alloc)
         self.compactions += 1
         if not victims:             # idle GPUs only: it starts now
@@ -277,6 +284,26 @@ class ElasticTiresias(Tiresias):
                 out.setdefault(node, []).append((jid, c))
         return out
 
+    def _anything_to_take(self, view, idle, per_node, planned) -> bool:
+        """Whether any GPU could be had: an idle one on an up node, or one from a donor above its
+        floor (the two sources ``_best_take`` draws from). Under a deep overload most waiting jobs
+        find neither, and this spares the per-node search for each of them."""
+        up = view.cluster.up
+        if any(idle[n] > 0 and up[n] for n in range(len(idle))):
+            return True
+        for node, donors in per_node.items():
+            if not up[node]:
+                continue
+            for vid, c in donors:
+                vrole = view.running[vid].roles[0]
+                if c > 0 and sum(planned[vid].get(vrole.name, {}).values()) > self._floor(vrole):
+                    return True
+        return False
+
+    def _floor(self, role) -> int:
+        """The GPUs a running job keeps when R1 shrinks it: ⌈r·requested⌉, at least its minimum."""
+        return max(role.min_count, math.ceil(self.r * role.count - 1e-9))
+
     def _best_take(self, view, jv, role, nodes, idle, per_node, free, planned):
         """Take GPUs on ``nodes`` one at a time, idle ones first, then from the donor whose
         efficiency drops least; return (gain, allocation, [(victim, node, GPUs)]) at the best p."""
@@ -290,7 +317,7 @@ class ElasticTiresias(Tiresias):
                 vjv = view.running[vid]
                 vrole = vjv.roles[0]
                 counts[vid] = sum(planned[vid].get(vrole.name, {}).values())
-                floor[vid] = max(vrole.min_count, math.ceil(self.r * vrole.count - 1e-9))
+                floor[vid] = self._floor(vrole)
         left = {(vid, node): c for node in nodes for vid, c in per_node.get(node, ())}
         for (vid, node), c in left.items():
             if counts[vid] > floor[vid] and c > 0:
