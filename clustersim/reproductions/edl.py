@@ -16,8 +16,8 @@ WORKLOAD = ("The relative cases run on the synthetic Philly trace of configs/exp
             "jobs at 40/h on 128 GPUs), not the paper's workload: its Tiresias JCTs are hours where Table 4's are "
             "days, so the overload that Elastic-Tiresias relieves is far smaller. On the real Philly jobs with the "
             "calibrated cluster (edl_table4_philly_elastic) Elastic-Tiresias does not yet finish in reasonable CPU "
-            "time (each waiting job recomputes over every running job; a seed-0 run reached 21% of the arrivals in "
-            "3.5 min and slowing), so Table 4's prediction on that workload is not made yet "
+            "time (a seed-0 run reached 27% of the arrivals in 6 min of wall time and was slowing as the queue "
+            "grew), so Table 4's prediction on that workload is not made yet "
             "([policy page](policies/elastic_tiresias.md)).")
 CALIBRATED = "nothing: the synthetic workload's size and arrival rate are choices (configs/experiment/edl_table4_*.yaml)."
 PHILLY = ("All 82,247 Philly jobs (trace=philly_pollux, notes/edl.md A16) on 160 GPUs: the mean matches, but under "
