@@ -7,7 +7,10 @@ queues, every job admitted at its requested size, all-or-nothing. On top of it, 
   back to it, so that the base plan is the one Tiresias would make at the requested sizes;
 - **R1, compaction**: when more than ``compaction_threshold`` (N = 10) jobs wait, each waiting job
   in priority order may start with p GPUs taken from idle GPUs and from running jobs outside the
-  top queue G0 scaled in, never below ⌈r·requested⌉ (r = ``min_fraction`` = 0.5), the p GPUs
+  top queue G0 scaled in. The floor ⌈r·requested⌉ (r = ``min_fraction`` = 0.5) bounds the running
+  jobs that R1 shrinks; a pending job may start on any p ≥ 1 (its role's ``min_count``), i.e. on
+  what is free (§5.1: "a running job J_j has a parallelism at least ⌈r·p_j⌉"; notes A11). With
+  ``start_floor`` a pending job needs ⌈r·requested⌉ GPUs to start (the older reading). The p GPUs
   coming from at most ⌈p_i/m⌉ machines (footnote 6; m = GPUs per machine). p maximises the gain
   in cluster efficiency Gain(i, p) = E_i(p) − Σ_victims [E_j(n_j) − E_j(n_j − d_j)], with
   E(n) = S(n) / t(p*) (§1 fn 1, §6.3); victims give single GPUs, the one whose efficiency drops
@@ -70,7 +73,8 @@ class ElasticTiresias(Tiresias):
                  gittins_delta: Positive = 3250.0, placement: PlacementName = "first_fit",
                  consolidate_models: list[str] = ("vgg11", "vgg16", "vgg19", "alexnet"),
                  compaction: bool = True, expansion: bool = True, compaction_threshold: Annotated[int, Range(ge=0, le=1_000_000)] = 10,
-                 min_fraction: Annotated[float, Range(gt=0, le=1)] = 0.5, reserve_retry_s: Positive = 1.0, reserve_timeout_s: Positive = 300.0,
+                 min_fraction: Annotated[float, Range(gt=0, le=1)] = 0.5, start_floor: bool = False,
+                 reserve_retry_s: Positive = 1.0, reserve_timeout_s: Positive = 300.0,
                  retry_s: Positive = 60.0, migrate_to_fewer_machines: bool = False,
                  remove_stragglers: bool = False, straggler_speed: Annotated[float, Range(gt=0, lt=1)] = 1 / 1.2,
                  straggler_check_s: Positive = 10.0):
@@ -78,6 +82,7 @@ class ElasticTiresias(Tiresias):
                          consolidate_models)
         self.compaction, self.expansion = compaction, expansion
         self.n_wait, self.r = int(compaction_threshold), float(min_fraction)
+        self.start_floor = start_floor
         self.reserve_retry_s, self.reserve_timeout_s, self.retry_s = reserve_retry_s, reserve_timeout_s, retry_s
         self.migrate = migrate_to_fewer_machines
         self.stragglers, self.straggler_speed, self.straggler_check_s = (remove_stragglers, straggler_speed,
@@ -149,6 +154,7 @@ class ElasticTiresias(Tiresias):
                 self._later(self.reserve_retry_s)   # place the admitted jobs once those GPUs are free
             if self.compaction and len(waiting) > self.n_wait:
                 waiting.sort(key=self._rank)
+                self._donor_cache = None   # donors per node, until a compaction shrinks one
                 for job in waiting:
                     if job.view.job_id not in self.reserved:
                         self._compact(view, job, allocs, free, planned)
@@ -217,8 +223,12 @@ class ElasticTiresias(Tiresias):
         role = roles[0]
         p_req = role.count
         k = max(1, math.ceil(p_req / self.m))          # footnote 6: at most ceil(p_i/m) machines
-        per_node = self._donors(view, allocs, planned)
+        if self._donor_cache is None:
+            self._donor_cache = self._donors(view, allocs, planned)
+        per_node = self._donor_cache
         idle = tasks_per_node(free, role.demand)
+        if not self._anything_to_take(view, idle, per_node, planned):
+            return   # no idle GPU on an up node and every donor at its floor: no p >= 1 is possible
         options = []
         if k == 1:
             for node in range(len(free)):
@@ -246,6 +256,8 @@ class ElasticTiresias(Tiresias):
                 del new[vrole][node]
             allocs[vid] = planned[vid] = new
             self._resized(self.jobs[vid], new, view.now)
+        if victims:
+            self._donor_cache = None
         _take(free, jv, alloc)
         self.compactions += 1
         if not victims:             # idle GPUs only: it starts now
@@ -271,6 +283,26 @@ class ElasticTiresias(Tiresias):
                 out.setdefault(node, []).append((jid, c))
         return out
 
+    def _anything_to_take(self, view, idle, per_node, planned) -> bool:
+        """Whether any GPU could be had: an idle one on an up node, or one from a donor above its
+        floor (the two sources ``_best_take`` draws from). Under a deep overload most waiting jobs
+        find neither, and this spares the per-node search for each of them."""
+        up = view.cluster.up
+        if any(idle[n] > 0 and up[n] for n in range(len(idle))):
+            return True
+        for node, donors in per_node.items():
+            if not up[node]:
+                continue
+            for vid, c in donors:
+                vrole = view.running[vid].roles[0]
+                if c > 0 and sum(planned[vid].get(vrole.name, {}).values()) > self._floor(vrole):
+                    return True
+        return False
+
+    def _floor(self, role) -> int:
+        """The GPUs a running job keeps when R1 shrinks it: ⌈r·requested⌉, at least its minimum."""
+        return max(role.min_count, math.ceil(self.r * role.count - 1e-9))
+
     def _best_take(self, view, jv, role, nodes, idle, per_node, free, planned):
         """Take GPUs on ``nodes`` one at a time, idle ones first, then from the donor whose
         efficiency drops least; return (gain, allocation, [(victim, node, GPUs)]) at the best p."""
@@ -284,7 +316,7 @@ class ElasticTiresias(Tiresias):
                 vjv = view.running[vid]
                 vrole = vjv.roles[0]
                 counts[vid] = sum(planned[vid].get(vrole.name, {}).values())
-                floor[vid] = max(vrole.min_count, math.ceil(self.r * vrole.count - 1e-9))
+                floor[vid] = self._floor(vrole)
         left = {(vid, node): c for node in nodes for vid, c in per_node.get(node, ())}
         for (vid, node), c in left.items():
             if counts[vid] > floor[vid] and c > 0:
@@ -295,6 +327,8 @@ class ElasticTiresias(Tiresias):
         gain_lost = 0.0
         best = None
         lo = role.min_count if role.elastic else role.count
+        if self.start_floor:   # the older reading: the QoS floor also gates a pending job's start
+            lo = max(lo, math.ceil(self.r * role.count - 1e-9))
         for p in range(1, role.count + 1):
             node = next((n for n in nodes if spare[n] > 0), None)
             if node is not None:

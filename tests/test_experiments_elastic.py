@@ -77,3 +77,14 @@ def test_sidecar_workload_four_predicts_undeclared_sizes(tmp_path):
     assert out["sidecar"]["makespan"] < 0.8 * out["default"]["makespan"]
     assert out["sidecar"]["jct_mean"] < 0.7 * out["default"]["jct_mean"]
     assert out["sidecar"]["jobs_finished"] == out["sidecar"]["jobs"] == 40
+
+
+def test_edl_table4_on_philly_composes_with_the_calibrated_cluster():
+    """Table 4 on the real Philly jobs: 40 x 4 = 160 GPUs (calibrated on Tiresias's mean JCT), the
+    same trace, cluster and elasticity for both policies; only the policy differs."""
+    cfgs = {n: compose([f"+experiment=edl_table4_philly_{n}"]) for n in ("tiresias", "elastic")}
+    for cfg in cfgs.values():
+        assert cfg.trace.name == "philly_pollux" and cfg.trace.oversize == "clamp"
+        assert sum(g.count * g.gpus for g in cfg.cluster.groups) == 160
+        assert cfg.trace.transforms[0].op == "elastic"
+    assert (cfgs["tiresias"].policy.name, cfgs["elastic"].policy.name) == ("tiresias", "elastic_tiresias")

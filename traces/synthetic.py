@@ -279,13 +279,13 @@ JOB_SET_TWO = [("ResNet-18", 256, "ImageNet"), ("ResNet-34", 128, "ImageNet"), (
 SIDECAR_WORKLOADS = {"W1": (JOB_SET_ONE, 40), "W2": (JOB_SET_ONE, 20), "W3": (JOB_SET_TWO, 40), "W4": (JOB_SET_TWO, 40)}
 SIDECAR_WINDOW_S = 11000.0
 SIDECAR_GPU_OPTIONS = (1, 2, 4, 8)  # notes A16
-# each job type's zoo profile (simulator/profiles/sidecar.yaml: speeds on V100, P100, 1080Ti, K80,
-# Table IV), by (model, dataset)
-SIDECAR_PROFILES = {("ResNet-18", "ImageNet"): "resnet18", ("ResNet-34", "ImageNet"): "resnet34",
-                    ("ResNet-50", "ImageNet"): "sidecar_resnet50", ("ResNet-8", "Cifar10"): "resnet8_cifar10",
+# each job type's profile at SideCar's testbed speeds (simulator/profiles/sidecar.yaml: Table IV's
+# ResNet-18 on V100, P100, 1080Ti, K80, the other types scaled alike), by (model, dataset)
+SIDECAR_PROFILES = {("ResNet-18", "ImageNet"): "sidecar_resnet18", ("ResNet-34", "ImageNet"): "sidecar_resnet34",
+                    ("ResNet-50", "ImageNet"): "sidecar_resnet50", ("ResNet-8", "Cifar10"): "sidecar_resnet8_cifar10",
                     ("InceptionV3", "ImageNet"): "sidecar_inception3", ("VGG16", "ImageNet"): "sidecar_vgg16",
                     ("GoogLeNet", "ImageNet"): "sidecar_googlenet", ("AlexNet", "ImageNet"): "sidecar_alexnet",
-                    ("LeNet", "MNIST"): "lenet_mnist"}
+                    ("LeNet", "MNIST"): "sidecar_lenet_mnist"}
 
 
 def sidecar_jobs(rng: np.random.Generator, workload: str = "W1") -> dict:

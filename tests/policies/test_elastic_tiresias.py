@@ -45,9 +45,9 @@ class Watch:
         return d
 
 
-def run(specs, speed, cl, **params):
+def run(specs, speed, cl, until=None, **params):
     pol = Watch(policies.make("elastic_tiresias", **params))
-    rec = Engine(specs, cl, pol, speed=speed, overhead=ConstantOverhead()).run()
+    rec = Engine(specs, cl, pol, speed=speed, overhead=ConstantOverhead(), until=until).run()
     return pol, rec
 
 
@@ -92,6 +92,32 @@ def test_compaction_starts_waiting_jobs_on_freed_and_idle_gpus():
     assert t < 100 and counts["a"] == 2
     for _, c in pol.log:   # victims never below ceil(r * requested) = 1 (C, D, E) and no job over its request
         assert all(c.get(j, 1) >= 1 for j in "cde") and all(c.get(j, 0) <= 2 for j in "cde")
+
+
+def starting_on_what_is_free(**params):
+    """One 4-GPU machine. A (3 GPUs, rigid) runs from t = 0; B and C (4 GPUs requested, elastic
+    1..4) arrive at t = 10: two jobs wait, more than N = 1, and one GPU is idle. S(n) = sqrt(n)."""
+    specs = jobs(gpu_job("a", 0, 3, 1e6, work=1e6),
+                 gpu_job("b", 10, 4, 1e6, work=1e6, min_gpus=1, max_gpus=4),
+                 gpu_job("c", 10, 4, 1e6, work=1e6, min_gpus=1, max_gpus=4))
+    speed = TableSpeed({j: math.sqrt for j in "abc"})
+    pol, _ = run(specs, speed, cluster(nodes=1, gpus=4), thresholds=[1e9, 2e9], compaction_threshold=1,
+                 expansion=False, until=200.0, **params)
+    return pol
+
+
+def test_a_pending_job_starts_on_what_is_free():
+    """EDL §5.1: the floor ⌈r·p⌉ is for shrinking running jobs. By hand: A is rigid, so it gives
+    nothing; the one idle GPU is the only option. t(p) = sqrt(p)/p is best at p* = 1, so
+    E_B(1) = sqrt(1)/1 = 1 > 0: B (first in arrival order) starts at t = 10 on 1 GPU, C still
+    waits (no idle GPU left, no donor). With ``start_floor`` B needs ⌈0.5·4⌉ = 2 GPUs: only 1 is
+    free, so neither starts."""
+    log = starting_on_what_is_free().log
+    at10 = [c for t, c in log if t == 10]
+    assert at10 and at10[-1].get("b") == 1 and not at10[-1].get("c")
+    assert max(c.get("b", 0) for _, c in log) == 1
+    old = starting_on_what_is_free(start_floor=True).log
+    assert all(not c.get("b") and not c.get("c") for _, c in old)
 
 
 def test_no_compaction_at_or_below_the_threshold():

@@ -131,6 +131,35 @@ def test_table4_gpu_types_are_the_profiles_speeds():
             assert t[3] / t[0] == pytest.approx(3.5, rel=1e-4), (profile, n)
 
 
+def test_job_type_0_trains_at_table_iv():
+    """Table IV is the ground truth of SideCar's job types: ResNet-18 at batch 64 takes 0.18 s per
+    iteration on one V100 and 0.14 s on two (P100 0.25 / 0.19, 1080Ti 0.31 / 0.23: the 2-GPU
+    column within 5% through the 1-GPU factor). By hand, from the zoo's resnet18 terms
+    (c, f, s, a) = (9.2264e-4, 8.0723e-3, 1.6458e-4, 4.9154e-3): A = 0.18 / (64c + f) = 0.18 /
+    0.067121 = 2.6817; B = (0.14 - A(32c + f)) / (s + a) = (0.14 - 0.100821) / 0.0050800 = 7.7118.
+    Every other type is its zoo profile with the same two factors."""
+    from dataclasses import replace
+
+    from clustersim.simulator.cluster import Cluster, NodeGroup
+    from clustersim.simulator.profiles import load
+
+    zoo = load()
+    cl = Cluster([NodeGroup(1, 8, 64, 512, gpu_type=t) for t in ("V100", "P100", "1080Ti")])
+    spec = replace(gpu_job("j", 0, 1, 1.0, min_gpus=1, max_gpus=8), profile="sidecar_resnet18", batch_size=64)
+    t = {(h, n): 1.0 / zoo.speed.rate(spec, {"worker": {h: n}}, cl) for h in range(3) for n in (1, 2)}
+    assert t[0, 1] == pytest.approx(0.18, rel=1e-4) and t[0, 2] == pytest.approx(0.14, rel=1e-4)
+    assert t[1, 1] == pytest.approx(0.25, rel=1e-4) and t[2, 1] == pytest.approx(0.31, rel=1e-4)
+    assert t[1, 2] == pytest.approx(0.19, rel=0.05) and t[2, 2] == pytest.approx(0.23, rel=0.05)
+    base = [float(x) for x in zoo.profiles["resnet18"].model.theta]
+    a = 0.18 / (64 * base[0] + base[1])
+    b = (0.14 - a * (32 * base[0] + base[1])) / (base[2] + base[3])
+    assert (a, b) == pytest.approx((2.6817, 7.7118), rel=1e-4)
+    for name in ("resnet34", "resnet8_cifar10", "lenet_mnist"):   # the same testbed factors on every type
+        th = [float(x) for x in zoo.profiles[name].model.theta]
+        want = [th[0] * a, th[1] * a, th[2] * b, th[3] * b, th[4] * b]
+        assert [float(x) for x in zoo.profiles[f"sidecar_{name}"].model.theta] == pytest.approx(want, rel=1e-5)
+
+
 def test_predictions_use_the_speed_the_engine_trains_at():
     """On a V100 + P100 cluster SideCar predicts each host's iteration time from the job's profile
     on that host's GPU type: the engine's own speed, so a P100 host predicts 1.389x V100's."""
@@ -141,7 +170,7 @@ def test_predictions_use_the_speed_the_engine_trains_at():
 
     zoo = load()
     cl = Cluster([NodeGroup(1, 8, 64, 512, gpu_type="V100"), NodeGroup(1, 8, 64, 512, gpu_type="P100")])
-    spec = replace(gpu_job("j", 0, 2, 1.0, work=5000.0, min_gpus=1, max_gpus=8), profile="resnet18", batch_size=64)
+    spec = replace(gpu_job("j", 0, 2, 1.0, work=5000.0, min_gpus=1, max_gpus=8), profile="sidecar_resnet18", batch_size=64)
     pol = policies.make("sidecar")
     seen = []
 

@@ -106,7 +106,7 @@ def test_sidecar_workloads(workload, n):
         assert row["iterations"] == {"ImageNet": 1, "Cifar10": 10, "MNIST": 10}[data] * math.ceil(
             {"ImageNet": 1_281_167, "Cifar10": 50_000, "MNIST": 60_000}[data] / row["batch_size"])
     if workload == "W1":
-        assert {"resnet18", "resnet8_cifar10"} & set(t["model"].to_pylist())
+        assert {"sidecar_resnet18", "sidecar_resnet8_cifar10"} & set(t["model"].to_pylist())
 
 
 def test_synthetic_through_the_pipeline():
