@@ -73,7 +73,7 @@ dev:
 
 # the documentation site (mkdocs.yml) into site/ (tests/test_docs_site.py fails on its warnings)
 docs: package
-	$(BIN)/python -m mkdocs build --site-dir site
+	$(BIN)/python -m mkdocs build --strict --site-dir site
 
 clean:
 	rm -rf $(VENV) build *.egg-info runs site

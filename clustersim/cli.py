@@ -186,7 +186,7 @@ def help_text() -> str:
         "usage: clustersim [group=choice ...] [key=value ...]",
         "       clustersim -m policy=fifo,tiresias seed=0,1,2     a sweep: one run directory per combination",
         "       clustersim -m ... hydra/launcher=joblib           the same sweep on all local cores (pip install",
-        "                                                         clustersim[joblib]; clustersim[ray]: a Ray cluster)",
+        "                                                         '.[joblib]' from a clone; '.[ray]': a Ray cluster)",
         "       clustersim --cfg job                              print the config a run would use",
         "       clustersim --hydra-help                           Hydra's own options",
         "",

@@ -121,9 +121,38 @@ def report(summary: dict) -> str:
     return "\n".join(lines)
 
 
+def help_text() -> str:
+    """``clustersim-calibrate --help``: how to call it, the models, and every key with its default
+    and meaning (configs/calibrate/config.yaml itself, its comments being the keys' documentation)."""
+    from importlib import resources
+
+    configs = resources.files("clustersim.configs.calibrate")
+    models = sorted(f.name[:-5] for f in configs.joinpath("model").iterdir() if f.name.endswith(".yaml"))
+    text = configs.joinpath("config.yaml").read_text().split("\nhydra:")[0]   # Hydra's own block left out
+    keys = text.split("  - _self_\n", 1)[-1].strip("\n")                   # after the defaults list
+    return "\n".join([
+        "clustersim-calibrate: measure a model's speed, scaling and rescale costs on this host with real",
+        "torch.distributed training, fit the simulator's models to them, and write a profile (docs/calibration.md).",
+        "",
+        "usage: clustersim-calibrate [model=<name>] [key=value ...]",
+        "       clustersim-calibrate model=recommendation ps.p='[1,2,3]' ps.w='[1,2,3,4]' out=cal/rec",
+        "       clustersim-calibrate --cfg job           print the config a run would use",
+        "",
+        f"model=   {', '.join(models)} (default mlp; model.<key>=value sets a model parameter)",
+        "",
+        "keys (default, meaning):",
+        keys,
+        "",
+        f"needs torch: {INSTALL_HINT}",
+    ])
+
+
 def main() -> None:
     """Hydra composes the config; it is checked whole (a bad key or value: one line, exit 1) before
     torch is needed or anything is measured."""
+    if any(a in ("--help", "-h") for a in sys.argv[1:]):
+        print(help_text())
+        return
     import hydra
     from omegaconf import OmegaConf
     from omegaconf.errors import OmegaConfBaseException

@@ -103,3 +103,13 @@ def test_a_sweep_too_small_for_its_model_is_refused_before_measuring():
         _check_sweeps(cfg)
     cfg["ps"]["mode"] = "async"
     _check_sweeps(cfg)                       # Eq. 3 has 4
+
+
+def test_help_lists_the_models_and_every_key_without_hydras_page():
+    p = subprocess.run([sys.executable, "-m", "clustersim.simulator.calibration.cli", "--help"],
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0 and p.stderr == ""
+    for want in ("usage: clustersim-calibrate", "model=   cnn, custom, mlp, recommendation", "dataparallel:",
+                 "overhead:", "test_fraction: 0.3", "torch==2.13.0"):
+        assert want in p.stdout, want
+    assert "powered by Hydra" not in p.stdout and "hydra:" not in p.stdout
