@@ -456,7 +456,8 @@ class Engine:
         if self.faults is not None:   # stragglers, a hot PS, the cost of taking checkpoints
             st.factor = self.faults.factor(st, new)
             rate *= st.factor
-        lingering = st.gpus - alloc_gpus(st.spec, st.allocation) if st.allocation else 0.0
+        held = alloc_gpus(st.spec, st.allocation) if st.allocation else 0.0
+        lingering = st.gpus - held if st.allocation else 0.0   # tasks a graceful scale-in still holds
         st.allocation = new
         if change is Change.START or change is Change.RESUME:
             st.status = Status.RUNNING
@@ -473,7 +474,11 @@ class Engine:
         was_moving = st.rate > 0
         lost, nxt = self.progress.change(st, rate, c.transition, now, c.gpus + max(lingering, 0.0))
         self._rate_changed(st, was_moving, nxt)
-        self.recorder.event(now, st, change.value, lost, old_gpus)
+        if lingering > 0:   # the event is the change itself, old allocation to new: not the exiting
+            # tasks, which the job holds (and is charged for, st.gpus) until their graceful exit ends
+            self.recorder.event(now, st, change.value, lost, held, c.gpus)
+        else:
+            self.recorder.event(now, st, change.value, lost, old_gpus)
         if self.faults is not None:
             self.faults.changed(st, change)
 

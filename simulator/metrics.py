@@ -66,13 +66,14 @@ class Recorder:
         tools that inspect the engine's state as it runs (the conformance suite, reports)."""
         self.watchers.append(fn)
 
-    def event(self, now: float, st: JobState, kind: str, lost: float, gpus_before: float | None = None) -> None:
+    def event(self, now: float, st: JobState, kind: str, lost: float, gpus_before: float | None = None,
+              gpus_after: float | None = None) -> None:
         e = self._events
         e["time"].append(now)
         e["job_id"].append(st.spec.job_id)
         e["kind"].append(kind)
         e["gpus_before"].append(st.gpus if gpus_before is None else gpus_before)
-        e["gpus_after"].append(st.gpus)
+        e["gpus_after"].append(st.gpus if gpus_after is None else gpus_after)
         e["overhead_s"].append(lost)
         self._typed_segment(now, st, kind)
 

@@ -76,6 +76,9 @@ def test_graceful_scale_in_holds_the_leaving_gpus_until_they_exit():
     (released,) = [t for t in seen if 10.0 < t < 20.0]   # the release asks for a decision once they are gone
     assert (released, seen[released]) == (pytest.approx(11.8), 2.0)
     assert states["a"].service == pytest.approx(4 * 10.0 + 4 * 1.8 + 2 * (states["a"].end_time - 11.8), **EXACT)
+    # the event is the change itself, 4 -> 2 GPUs (it read 6 -> 4: the exiting pair counted on both sides)
+    (shrink,) = [e for e in rec.events().to_pylist() if e["kind"] == "scale_in"]
+    assert (shrink["time"], shrink["gpus_before"], shrink["gpus_after"]) == (10.0, 4.0, 2.0)
 
     class Grab(Policy):   # gives the leaving workers' GPUs to another job in the same decision
         name = "grab"
