@@ -344,6 +344,7 @@ def inputs(c: dict) -> dict:
     files and companions included), every profile file of the zoo, and clustersim's own code.
     With the config, this is a run's identity: editing a trace and re-running a sweep into the
     same directory runs again what that trace feeds."""
+    from clustersim.traces.cache import file_digest
     from clustersim.traces.load import input_files
 
     files = dict(input_files(c["trace"]))
@@ -352,19 +353,7 @@ def inputs(c: dict) -> dict:
 
         listed = c["profile"].get("files") or [e.obj for e in PROFILE_FILES.entries()]
         files.update({f"profile:{f}": Path(str(f)).expanduser() for f in listed})
-    return {"files": {k: _digest(Path(p)) for k, p in files.items()}, "code": code_digest()}
-
-
-def _digest(path: Path) -> str:
-    st = path.stat()   # a file read again by a sweep's runs is hashed once while it is unchanged
-    return _digest_of(str(path.resolve()), st.st_size, st.st_mtime_ns)
-
-
-@functools.lru_cache(maxsize=256)
-def _digest_of(path: str, size: int, mtime_ns: int) -> str:
-    from clustersim.traces.cache import file_digest
-
-    return file_digest(Path(path))
+    return {"files": {k: file_digest(Path(p)) for k, p in files.items()}, "code": code_digest()}
 
 
 @functools.cache

@@ -10,6 +10,7 @@ cached load reports exactly what the first one did. A damaged entry is rebuilt.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib
 import json
@@ -34,9 +35,18 @@ def file_digest(path: Path) -> str:
     for p in files:
         if path.is_dir():
             h.update(str(p.relative_to(path)).encode() + b"\0")
-        with open(p, "rb") as f:
-            h.update(hashlib.file_digest(f, "sha256").digest())
+        st = p.stat()
+        h.update(_sha256(str(p.resolve()), st.st_size, st.st_mtime_ns))
     return h.hexdigest()
+
+
+@functools.lru_cache(maxsize=1024)
+def _sha256(path: str, size: int, mtime_ns: int) -> bytes:
+    """One file's SHA-256, read once while its size and modification time stay the same: a run
+    hashes its trace for the cache key and again for its identity (clustersim.experiment.inputs),
+    and a sweep's runs in one process read the same files."""
+    with open(path, "rb") as f:
+        return hashlib.file_digest(f, "sha256").digest()
 
 
 def key(fmt: str, module: str, files: dict[str, Path], options: dict, on_bad_row: str) -> str:
