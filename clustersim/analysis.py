@@ -187,6 +187,20 @@ def paired(runs: pd.DataFrame, metric: str, by="policy", baseline: str | None = 
     return out[["_by", *keys, metric, "ratio"]].rename(columns={"_by": "config"})
 
 
+def _paired_bars(ax, runs: pd.DataFrame, metric: str, by, baseline: str, names: list[str]) -> None:
+    """Each configuration's ``metric`` over the baseline's run of the same seed: the mean as a bar,
+    each seed as a dot, the baseline's 1 as a dashed line."""
+    from clustersim.style import color
+
+    pr = paired(runs, metric, by, baseline)
+    for i, n in enumerate(names):
+        v = pr.loc[pr["config"] == n, "ratio"].dropna().to_numpy()
+        if len(v):
+            ax.bar(i, v.mean(), color=color(n), alpha=0.85)
+            ax.plot(np.full(len(v), i), v, "o", ms=3, color="black", alpha=0.6)
+    ax.axhline(1.0, color="grey", lw=0.8, ls="--")
+
+
 def metric_bars(runs: pd.DataFrame, metrics=("jct_mean", "jct_p95", "makespan"), by="policy", axes=None,
                 baseline: str | None = None, title: str | None = None):
     """One column per metric: above, the mean over seeds per configuration (error bars = standard
@@ -221,13 +235,7 @@ def metric_bars(runs: pd.DataFrame, metrics=("jct_mean", "jct_p95", "makespan"),
                              textcoords="offset points", ha="center", va="bottom", fontsize=6, color="white")
             raw.set_title(metric_name(m))
             raw.set_ylabel(ylabel)
-            pr = paired(runs, m, by, baseline)
-            for i, n in enumerate(names):
-                v = pr.loc[pr["config"] == n, "ratio"].dropna().to_numpy()
-                if len(v):
-                    rel.bar(i, v.mean(), color=color(n), alpha=0.85)
-                    rel.plot(np.full(len(v), i), v, "o", ms=3, color="black", alpha=0.6)
-            rel.axhline(1.0, color="grey", lw=0.8, ls="--")
+            _paired_bars(rel, runs, m, by, baseline, names)
             rel.set_ylabel(f"÷ {baseline}, same seed")
             for ax in (raw, rel):
                 ax.set_xticks(x, names if ax is rel else [""] * len(names), rotation=30, ha="right")
@@ -379,13 +387,7 @@ def sweep_summary(data: Sweep, by="policy", baseline: str | None = None):
         fig, axes = plt.subplots(2, 3, figsize=(10, 6))
         jct_cdf(data.jobs, by, ax=axes[0][0], names=names, title="JCT distribution")
         for ax, m in zip((axes[0][1], axes[0][2], axes[1][0]), ("jct_mean", "jct_p95", "makespan")):
-            pr = paired(runs, m, by, baseline)
-            for i, n in enumerate(names):
-                v = pr.loc[pr["config"] == n, "ratio"].dropna().to_numpy()
-                if len(v):
-                    ax.bar(i, v.mean(), color=color(n), alpha=0.85)
-                    ax.plot(np.full(len(v), i), v, "o", ms=3, color="black", alpha=0.6)
-            ax.axhline(1.0, color="grey", lw=0.8, ls="--")
+            _paired_bars(ax, runs, m, by, baseline, names)
             ax.set_title(f"{metric_name(m)} ÷ {baseline} (same seed)")
             ax.set_ylabel("ratio")
         with_deadlines = "deadline_ratio" in runs and runs["deadline_ratio"].notna().any()

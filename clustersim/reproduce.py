@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import resource
 import shlex
 import subprocess
@@ -28,8 +27,8 @@ from pathlib import Path
 
 from clustersim.reproduction import (DEFAULT_SEEDS, QUICK_SEEDS, Case, Run, registry, select,
                                      summarise)
-from clustersim.simulator.metrics import atomic_write
 from clustersim.rundirs import run_hash
+from clustersim.simulator.metrics import atomic_write
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
 
@@ -64,11 +63,6 @@ def sweep(overrides: tuple[str, ...], n_seeds: int, folder: Path, extra: list[st
         f.write("$ " + shlex.join(cmd) + "\n")
         f.flush()
         return subprocess.call(cmd, stdout=f, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-
-
-def ended(folder: Path) -> int:
-    """Runs of a sweep folder that have ended (their run.json is written last)."""
-    return sum(1 for d in folder.iterdir() if (d / "run.json").is_file()) if folder.is_dir() else 0
 
 
 def run_all(todo: dict[str, tuple[tuple[str, ...], int]], out: Path, extra: list[str]) -> list[str]:

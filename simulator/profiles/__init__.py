@@ -589,9 +589,14 @@ def _locality(speed, prof, where) -> tuple | None:
         raise ProfileError(f"{where}: speed.locality needs inter_bw and intra_bw (MB/s)") from None
     if not (inter > 0 and intra > 0):
         raise ProfileError(f"{where}: speed.locality bandwidths must be > 0, got {loc!r}")
+    return inter / intra, float(_sync_theta(prof)[2]), False
+
+
+def _sync_theta(prof):
+    """θ of Eq. 4 (sync PS) fitted to a PS profile's grid, in iterations of its batch per second."""
     m = prof.batch_size
     pts = [((p, w), v / m) for (p, w), v in zip(prof.model.keys, prof.model.values)]
-    return inter / intra, float(_fit(OptimusSpeed("sync", m), pts).theta[2]), False
+    return _fit(OptimusSpeed("sync", m), pts).theta
 
 
 def _testbed(speed, prof, where):
@@ -610,9 +615,7 @@ def _testbed(speed, prof, where):
         raise ProfileError(f"{where}: speed.testbed needs params_m (millions) and link_mb_s (MB/s)") from None
     if not (size > 0 and link > 0):
         raise ProfileError(f"{where}: speed.testbed sizes and bandwidth must be > 0, got {tb!r}")
-    m = prof.batch_size
-    pts = [((p, w), v / m) for (p, w), v in zip(prof.model.keys, prof.model.values)]
-    return PSTestbed(_fit(OptimusSpeed("sync", m), pts).theta, size, link, "sync", m)
+    return PSTestbed(_sync_theta(prof), size, link, "sync", prof.batch_size)
 
 
 def _ps_placed(locality, rate: float, p: int, w: int, nodes: int) -> float:

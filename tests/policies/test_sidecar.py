@@ -6,9 +6,10 @@ from __future__ import annotations
 import pytest
 
 from clustersim import policies
+from clustersim.reproductions.sidecar import POD, CountSpeed, case_study_runs
 from clustersim.simulator import overhead
 from clustersim.simulator.engine import Engine, Observe
-from clustersim.reproductions.sidecar import POD, CountSpeed, case_study_runs
+
 from tests.factories import cluster, gpu_job, jobs
 
 DECLARED = Observe(declared_iterations=True)   # the jobs declare their iterations (§III-C)
