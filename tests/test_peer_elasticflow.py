@@ -7,7 +7,7 @@ import pytest
 
 from clustersim import traces
 from clustersim.experiment import build_engine, compose, report
-from clustersim.policies.conformance import check_policy
+from clustersim.conformance import check_policy
 from clustersim.policies.edf import Edf
 from clustersim.policies.fifo import Fifo
 from clustersim.simulator.engine import Engine

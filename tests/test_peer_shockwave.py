@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from clustersim.experiment import build_engine, compose
-from clustersim.policies.conformance import check_policy
+from clustersim.conformance import check_policy
 from clustersim.policies.max_min_fairness import MaxMinFairness, time_fractions
 from clustersim.simulator.engine import Engine
 from tests.factories import cluster, gpu_job, jobs
