@@ -105,12 +105,18 @@ def test_an_accordion_job_alone_runs_round_by_round_as_in_shockwaves_simulator()
     #   epochs x 746 = 21,634.
     # round 4: 12,000 at 100 steps/s in 120 s (33,634; epoch 46, not critical: no request);
     # round 5: the last 3,866 in 38.66 s. Total 100 + 120 + 120 + 120 + 38.66 = 498.66 s.
-    seconds, phases = isolated_seconds("LM", 10, 1, 300000, "accordion", 620.0, t)
+    seconds, phases, charged = isolated_seconds("LM", 10, 1, 300000, "accordion", 620.0, t)
     assert seconds == pytest.approx(498.66)
     assert [b for b, _ in phases] == [10, 80] and [s for _, s in phases] == pytest.approx([340.0, 158.66])
+    assert charged == 1
+    # resumed in round 4 (index 3) as well: 12,000 - 20 s x 100/s = 10,000 steps there (33,634 -> 31,634;
+    # epoch ceil(31634 / 746) = 43, no request); round 5 (41,634) would pass 37,500: 5,866 in 58.66 s.
+    # 100 + 120 + 120 + 100 + 58.66 = 498.66 s of training again, two charges: the same work, 20 s later.
+    again = isolated_seconds("LM", 10, 1, 300000, "accordion", 620.0, t, resumed=lambda k: k in (0, 3))
+    assert again.seconds == pytest.approx(498.66) and again.charged == 2
     # without a throughput at 80 the request is refused: 300,000 steps at 500/s, 20 s charged in round 1
     alone = Throughputs({("LM (batch size 10)", 1): 500.0})
-    seconds, phases = isolated_seconds("LM", 10, 1, 300000, "accordion", 620.0, alone)
+    seconds, phases, _ = isolated_seconds("LM", 10, 1, 300000, "accordion", 620.0, alone)
     assert seconds == pytest.approx(600.0) and [b for b, _ in phases] == [10]
     # a job past 1.5 x its trace duration (is_over_deadline) ends at that round's end: 100 + 120 + 120 > 300
     assert isolated_seconds("LM", 10, 1, 300000, "static", 200.0, t)[0] == pytest.approx(340.0)

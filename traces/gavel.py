@@ -44,6 +44,7 @@ import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from clustersim.traces import register
 from clustersim.traces.collect import BadRows, Jobs
@@ -92,8 +93,8 @@ def _adapted(path: Path, table: "Throughputs", round_s: float, line: int, r: dic
         raise TraceError(f"{path}: line {line}: option adaptation needs Shockwave's 12-field layout (mode, duration); "
                          f"this row has {len(r)} fields", line=line)
     try:
-        seconds, _ = isolated_seconds(model, batch or 0, int(gpus), int(steps), r["mode"].strip(), duration,
-                                      table, round_s)
+        seconds = isolated_seconds(model, batch or 0, int(gpus), int(steps), r["mode"].strip(), duration,
+                                   table, round_s).seconds
     except KeyError as e:
         raise TraceError(f"{path}: line {line}: field 'job_type': {e.args[0]} in the throughput table",
                          line=line, field="job_type") from None
@@ -264,31 +265,41 @@ class Throughputs:
         return self.table.get((f"{model} (batch size {batch})", gpus))
 
 
+class Adapted(NamedTuple):
+    """A job's training under Shockwave's adaptation rules (``isolated_seconds``)."""
+
+    seconds: float                     # of training (the 20 s charges not included)
+    phases: list[tuple[int, float]]    # (batch size, seconds of training at it), in order
+    charged: int                       # rounds that lost the 20 s charge
+
+
 def isolated_seconds(model: str, batch: int, gpus: int, steps: int, mode: str, duration: float,
-                     tput: Throughputs, round_s: float = 120.0) -> tuple[float, list[tuple[int, float]]]:
-    """The seconds of training of a job run every round from its start under Shockwave's rules,
-    and its batch size over time as (batch, seconds at it). Raises ``KeyError`` when the table
-    lacks the job's initial batch size."""
+                     tput: Throughputs, round_s: float = 120.0, resumed=lambda k: k == 0) -> Adapted:
+    """A job's training under Shockwave's rules when it runs round after round; ``resumed(k)``:
+    whether its k-th round (from 0) follows a round it did not run (the simulator's 20 s charge),
+    by default only its first. Raises ``KeyError`` when the table lacks the initial batch size."""
     rate = tput.get(model, batch, gpus)
     if rate is None:
         raise KeyError(f"no V100 throughput for {model} (batch size {batch}) on {gpus} GPU(s)")
     ipe = lambda b: math.ceil(DATASET_SIZE[model] / b)   # noqa: E731  steps per epoch
-    initial, total, done, seconds, pending = batch, steps, 0, 0.0, None
+    initial, total, done, seconds, pending, charged = batch, steps, 0, 0.0, None, 0
     cap = int(int(duration) * DEADLINE_FACTOR)
     phases: list[list] = [[batch, 0.0]]
-    first = True
+    done_now = lambda: Adapted(seconds, [(b, s) for b, s in phases if s > 0], charged)  # noqa: E731
+    k = 0
     while True:
         n = min(int(rate * round_s), total - done)
         t = n / rate
-        if first and t != 0 and round_s - 5 < t:   # simulate: the 20 s charge of a round after none
+        if resumed(k) and t != 0 and round_s - 5 < t:   # simulate: a full round after none loses 20 s
             n = int(n * (t - RESUME_CHARGE_S) / t)
             t -= RESUME_CHARGE_S
-        first = False
+            charged += 1
+        k += 1
         done += n
         seconds += t
         phases[-1][1] += t
         if done >= total or seconds > cap:
-            return seconds, [(b, s) for b, s in phases if s > 0]
+            return done_now()
         if pending is not None:
             new = _rescaled(model, initial, batch, pending, mode, gpus, tput)
             if new is not None:
@@ -301,7 +312,7 @@ def isolated_seconds(model: str, batch: int, gpus: int, steps: int, mode: str, d
                 batch, rate = new, tput.get(model, new, gpus)
                 phases.append([batch, 0.0])
                 if done >= total:   # rounded up to its last epoch's end: nothing left to run
-                    return seconds, [(b, s) for b, s in phases if s > 0]
+                    return done_now()
         pending = flag(mode, model, initial, gpus, batch, math.ceil(done / ipe(batch)))
 
 
