@@ -141,3 +141,8 @@ def test_adaptation_needs_shockwaves_layout_and_a_throughput_for_each_job(tmp_pa
     p.write_text("LM (batch size 7)\tpython3 main.py\tlm\t--steps\t1\t100\t1\tgns\t1\t-1.000000\t50\t0\n")
     with pytest.raises(TraceError, match=r"line 1: field 'job_type': no V100 throughput for LM \(batch size 7\)"):
         traces.read("shockwave", p, adaptation=True)
+    with pytest.raises(TraceError, match="option round_s"):
+        traces.read("shockwave", "bundled:shockwave/shockwave_120.trace", adaptation=True, round_s=0)
+    # a round too short for one step of a job (LM at 10: 94.9 steps/s alone on a V100) would never end
+    with pytest.raises(TraceError, match=r"line 1: a round of 0.001 s runs no step of LM at batch 10"):
+        traces.read("shockwave", "bundled:shockwave/shockwave_120.trace", adaptation=True, round_s=0.001)

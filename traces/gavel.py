@@ -77,6 +77,8 @@ def read_shockwave(path: Path, *, bad: BadRows, cpu_per_gpu: float = 0.0, mem_pe
     ``duration`` (its time at the initial batch size)."""
     if not isinstance(adaptation, bool):
         raise TraceError(f"{path}: option adaptation must be true or false, got {adaptation!r}")
+    if not (isinstance(round_s, (int, float)) and round_s > 0):
+        raise TraceError(f"{path}: option round_s must be a positive number of seconds, got {round_s!r}")
     if not adaptation:
         return _read(path, bad, cpu_per_gpu, mem_per_gpu)
     from clustersim.traces import resolve
@@ -98,6 +100,8 @@ def _adapted(path: Path, table: "Throughputs", round_s: float, line: int, r: dic
     except KeyError as e:
         raise TraceError(f"{path}: line {line}: field 'job_type': {e.args[0]} in the throughput table",
                          line=line, field="job_type") from None
+    except ValueError as e:
+        raise TraceError(f"{path}: line {line}: {e}", line=line) from None
     return seconds
 
 
@@ -277,7 +281,8 @@ def isolated_seconds(model: str, batch: int, gpus: int, steps: int, mode: str, d
                      tput: Throughputs, round_s: float = 120.0, resumed=lambda k: k == 0) -> Adapted:
     """A job's training under Shockwave's rules when it runs round after round; ``resumed(k)``:
     whether its k-th round (from 0) follows a round it did not run (the simulator's 20 s charge),
-    by default only its first. Raises ``KeyError`` when the table lacks the initial batch size."""
+    by default only its first. Raises ``KeyError`` when the table lacks the initial batch size,
+    ``ValueError`` when a round is too short for one step."""
     rate = tput.get(model, batch, gpus)
     if rate is None:
         raise KeyError(f"no V100 throughput for {model} (batch size {batch}) on {gpus} GPU(s)")
@@ -289,6 +294,9 @@ def isolated_seconds(model: str, batch: int, gpus: int, steps: int, mode: str, d
     k = 0
     while True:
         n = min(int(rate * round_s), total - done)
+        if n <= 0:
+            raise ValueError(f"a round of {round_s:g} s runs no step of {model} at batch {batch} "
+                             f"({rate:g} steps/s); option round_s")
         t = n / rate
         if resumed(k) and t != 0 and round_s - 5 < t:   # simulate: a full round after none loses 20 s
             n = int(n * (t - RESUME_CHARGE_S) / t)
