@@ -49,6 +49,7 @@ class ProfileConfig:
     convergence: dict | None = None
     goodput_unmeasured: Literal["fitted", "interpolated"] = "fitted"
     goodput_whole_seconds: bool = False
+    work: Literal["duration", "iterations"] = "duration"
 
 
 @dataclass(frozen=True)
@@ -86,6 +87,7 @@ class Assignment:
     convergence: dict | None = None               # simulator.convergence.assign_curves options
     whole_seconds: bool = False                   # goodput jobs: each epoch a whole number of seconds
     models: dict[str, str] = field(default_factory=dict)   # trace model name (normalised) -> profile name
+    work: str = "duration"                        # a job with iterations and a duration: sized by which
 
     def __post_init__(self):
         if self.unknown not in ("warn", "error"):
@@ -131,7 +133,7 @@ class Assignment:
         for family in ("gpu", "ps"):
             pool.setdefault(family, zoo.pool(family))
         return cls(zoo, pool, cfg.get("unknown", "warn"), cfg.get("convergence"),
-                   cfg.get("goodput_whole_seconds", False), dict(cfg.get("models") or {}))
+                   cfg.get("goodput_whole_seconds", False), dict(cfg.get("models") or {}), cfg.get("work", "duration"))
 
     def match(self, model: str | None, family: str):
         """The profile a trace's model name refers to: through ``models`` (an explicit mapping),
@@ -199,7 +201,8 @@ def build_jobs(table: pa.Table, source: str = "trace", assignment: Assignment | 
         if m is None:
             family = family_of(roles)
             m = matched[(model, key)] = (family, assignment.match(model, family))
-        _with_profile(fields, assignment, rng, cluster, rates, f"{source}: row {i} (job {job_id!r})", *m)
+        _with_profile(fields, assignment, rng, cluster, rates, f"{source}: row {i} (job {job_id!r})", *m,
+                      counted=bool(iterations))
         if m[1] is None and model:
             drawn[(model, m[0])] = drawn.get((model, m[0]), 0) + 1
         jobs.append(JobSpec(**fields))
@@ -230,10 +233,13 @@ def family_of(roles) -> str:
     return "ps" if any(r.name == "ps" for r in roles) else "gpu"
 
 
-def _with_profile(fields: dict, a: Assignment, rng, cluster, rates: dict, where: str, family: str, prof) -> None:
+def _with_profile(fields: dict, a: Assignment, rng, cluster, rates: dict, where: str, family: str, prof,
+                  counted: bool = False) -> None:
     """Give the job (``fields``, a JobSpec's keywords, updated in place) its profile (``prof``, the
     one its model names in ``family``, if any), and its work or duration from the profile's rate
-    at the requested allocation."""
+    at the requested allocation. ``counted``: the trace gives the job's iterations, which size it
+    instead of its duration with ``profile.work: iterations`` (a trace whose durations are its
+    iterations over the very table the profile holds, rounded to whole seconds: ElasticFlow's)."""
     if prof is None:
         if fields["model"] and a.unknown == "error":
             raise TraceError(f"{where}: model {fields['model']!r} has no {family} profile (profile.unknown: error); "
@@ -251,7 +257,7 @@ def _with_profile(fields: dict, a: Assignment, rng, cluster, rates: dict, where:
         if not rate > 0:
             raise TraceError(f"{where}: profile {prof.name!r} gives no speed at the requested allocation "
                              f"{spec.requested_counts()}")
-    if fields["duration"] is not None:
+    if fields["duration"] is not None and not (counted and a.work == "iterations"):
         fields["total_work"] = fields["duration"] * rate
         return
     if fields["total_work"] == 0 and prof.goodput_app() is not None:
