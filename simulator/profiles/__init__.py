@@ -26,7 +26,7 @@ from clustersim.simulator.job import JobSpec, task_demand
 from clustersim.simulator.overhead import DEFAULT_COSTS, ModelCosts
 from clustersim.simulator.registry import Registry
 from clustersim.simulator.speed import (AllReduceSpeed, DLRoverSpeed, OptimusSpeed, ProfileSpeed, PSTestbed, TableSpeed,
-                                        scaling_role, spread_evenly)
+                                        WorkerNeedSpeed, scaling_role, spread_evenly)
 
 HERE = Path(__file__).parent
 _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)   # safe_load's rules, libyaml's parser (~10x faster)
@@ -498,6 +498,31 @@ class _DLRoverKind:
         if p == 0 or w == 0:
             return 0.0
         return float(prof.model.predict((w, p, prof.cpu(spec, "worker", cpus), prof.cpu(spec, "ps", cpus)))[0])
+
+
+@SPEED_KINDS.register("worker_need")
+class _WorkerNeedKind:
+    """PS job: the DLRover draft's §4.1 model (``speed.WorkerNeedSpeed``) from its Table 1
+    sampling row: ``w_hat`` (cores a worker uses), ``s_hat`` (PS cores one worker loads) and
+    ``sample_steps_per_s`` (one worker's steps/s)."""
+
+    @staticmethod
+    def build(prof, speed, raw, built, chain, where):
+        if prof.family != "ps":
+            raise ProfileError(f"{where}: speed.kind worker_need is for ps profiles")
+        try:
+            prof.model = WorkerNeedSpeed(float(speed["w_hat"]), float(speed["s_hat"]), float(speed["sample_steps_per_s"]))
+        except KeyError as e:
+            raise ProfileError(f"{where}: speed.kind worker_need needs {e.args[0]}") from None
+        except (TypeError, ValueError) as e:
+            raise ProfileError(f"{where}: speed: {e}") from None
+
+    @staticmethod
+    def rate(prof, spec, counts, nodes, cpus):
+        p, w = counts.get("ps", 0), counts.get("worker", 0)
+        if p == 0 or w == 0:
+            return 0.0
+        return float(prof.model.grid(w, p, prof.cpu(spec, "worker", cpus), prof.cpu(spec, "ps", cpus)))
 
 
 @SPEED_KINDS.register("goodput")

@@ -25,7 +25,7 @@ def test_ps_profiles_give_memory_per_ps_and_per_worker():
     for name in OPTIMUS_TABLE_1 + RECOMMENDATION:
         tasks = ZOO.profile(name).tasks
         assert tasks["ps"]["mem"] > 0 and tasks["worker"]["mem"] > 0, name
-    assert ZOO.profile("wide_deep").tasks == {"ps": {"cpu": 16, "mem": 8}, "worker": {"cpu": 3, "mem": 4}}  # DLRover T2
+    assert ZOO.profile("wide_deep").tasks == {"ps": {"cpu": 16, "mem": 8, "count": 8}, "worker": {"cpu": 3, "mem": 4}}  # DLRover T2
 
 
 @pytest.mark.parametrize("model, family, expected", [
