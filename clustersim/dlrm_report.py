@@ -3,7 +3,8 @@
 ``measure(overrides, run_dir)`` runs one experiment with a probe on the engine and returns:
 JCT median and p90, completion rate (jobs finished by the end over jobs submitted), CPU and
 memory utilisation of the PS and of the workers (what the tasks use, from the profiles' usage
-model, over what they are granted, integrated over time), and stops by cause. The probe reads
+model at each job's rate and progress, as ``JobView.usage`` shows it, over what they are granted,
+integrated over time), and stops by cause. The probe reads
 the engine's state after every decision (the recorder's sample hook, as the conformance suite
 does) and changes nothing. ``job_throughput(run_dir, job_id)`` gives a job's throughput over time
 (the single-job experiment's plot). ``python -m clustersim.dlrm_report`` runs the comparison.
@@ -38,8 +39,7 @@ class UsageProbe:
         self.stops: Counter = Counter()
         engine.recorder.watch(self._sample)
         engine.subscribe("stop", self._stopped)
-        if track:
-            engine.subscribe("rate", self._rate)
+        engine.subscribe("rate", self._rate)   # use follows the rate: sample at its every change
 
     def _stopped(self, now: float, st, reason) -> None:
         self.stops[reason.value] += 1
@@ -47,6 +47,7 @@ class UsageProbe:
     def _rate(self, now: float, st) -> None:
         if st.spec.job_id in self.rates:
             self.rates[st.spec.job_id].append((now, st.rate))
+        self._sample(now)
 
     def _sample(self, now: float) -> None:
         if self.last_t is not None and now > self.last_t:
