@@ -172,6 +172,7 @@ DLRM_UTIL = {("worker", "cpu"): 0.19, ("ps", "cpu"): 0.13, ("worker", "mem"): 0.
 DLRM_UNDER_HALF = 0.8                         # share of jobs using under 50 % ([RM] Fig. 3, [D] Fig. 2)
 DLRM_PS_CPU_SHORT = (0.06, (0.25, 0.6))       # share of jobs, factor on the tuned PS cores
 DLRM_POD_CORES = 32                           # cores one pod may hold ([D] §6.1)
+DLRM_POD_GB = 192.0                           # memory one pod may hold: one machine's ([D] §6.1, [RM] §6)
 DLRM_MAX_TASKS = {"worker": 60, "ps": 15}     # task bounds (DLRover's code: MAX_WORKER_NUM, MAX_PS_NUM)
 
 
@@ -216,8 +217,8 @@ def dlrm_jobs(rng: np.random.Generator, jobs: Jobs = 200, users: Annotated[int, 
         if habit == "tuned":
             h = dict.fromkeys(keys, 1.0)
         n_ps, c_ps, m_ps, n_w, c_w, m_w = DLRM_TUNED[m]
-        ps = [n_ps, min(DLRM_POD_CORES, max(1.0, round(c_ps * h["ps", "cpu"]))), m_ps * h["ps", "mem"]]
-        w = [n_w, min(DLRM_POD_CORES, max(1.0, round(c_w * h["worker", "cpu"]))), m_w * h["worker", "mem"]]
+        ps = [n_ps, min(DLRM_POD_CORES, max(1.0, round(c_ps * h["ps", "cpu"]))), min(DLRM_POD_GB, m_ps * h["ps", "mem"])]
+        w = [n_w, min(DLRM_POD_CORES, max(1.0, round(c_w * h["worker", "cpu"]))), min(DLRM_POD_GB, m_w * h["worker", "mem"])]
         total = ps[0] * ps[1] + w[0] * w[1]
         if job_cores is not None and total > job_cores:   # a quota: the same tasks, smaller
             ps[1], w[1] = (max(1.0, math.floor(r[1] * job_cores / total)) for r in (ps, w))
