@@ -180,23 +180,14 @@ class Zoo:
         Other profiles: the per-task figures (``tasks.<role>.cpu/mem``; a PS's memory scales with
         requested / current PS count), capped by the grant for CPU; without figures, the grant."""
         p = self.profiles.get(spec.profile)
-        busy = None
-        if p is not None and isinstance(p.model, WorkerNeedSpeed) and "ps" in alloc and "worker" in alloc:
-            x = tuple(float(v) for v in (sum(alloc["worker"].values()), sum(alloc["ps"].values()),
-                                          task_demand(spec.role("worker"), alloc["worker"])[1],
-                                          task_demand(spec.role("ps"), alloc["ps"])[1]))
-            busy = dict(zip(("worker", "ps"), p.model.busy(x, p.model.predict(x)[0] if rate is None else rate)))
-        grown = 1.0
-        if busy is not None:
-            static = float((p.embedding or {}).get("static_share", 1.0))
-            grown = static + (1.0 - static) * min(max(progress, 0.0), 1.0)
+        busy, grown = _load_use(p, spec, alloc, rate, progress) if p is not None else (None, 1.0)
         out = {}
         for role, tasks in alloc.items():
             r = spec.role(role)
             _, cpu, mem = task_demand(r, tasks)
             fig = (p.tasks.get(role) or {}) if p else {}
             used_cpu = min(cpu, float(fig["cpu"])) if "cpu" in fig else cpu
-            if busy is not None and role in busy:
+            if busy is not None:
                 used_cpu = busy[role]
             used_mem = float(fig["mem"]) if "mem" in fig else mem
             if role == "ps" and "mem" in fig:
@@ -210,6 +201,19 @@ class Zoo:
         """Per-model reconfiguration costs (the defaults for a job without a known profile)."""
         p = self.profiles.get(spec.profile)
         return p.costs if p else DEFAULT_COSTS
+
+
+def _load_use(p: Profile, spec: JobSpec, alloc, rate: float | None, progress: float) -> tuple[dict | None, float]:
+    """For a ``worker_need`` profile with both roles running: the cores each worker and each PS
+    uses at ``rate`` (``WorkerNeedSpeed.busy``), and the share of the final PS memory held after
+    ``progress`` of the work (``embedding.static_share`` at the start, all of it at the end)."""
+    if not (isinstance(p.model, WorkerNeedSpeed) and "ps" in alloc and "worker" in alloc):
+        return None, 1.0
+    x = (float(sum(alloc["worker"].values())), float(sum(alloc["ps"].values())),
+         task_demand(spec.role("worker"), alloc["worker"])[1], task_demand(spec.role("ps"), alloc["ps"])[1])
+    busy = dict(zip(("worker", "ps"), p.model.busy(x, p.model.predict(x)[0] if rate is None else rate)))
+    static = float((p.embedding or {}).get("static_share", 1.0))
+    return busy, static + (1.0 - static) * min(max(progress, 0.0), 1.0)
 
 
 def load(files: list[str | Path] | None = None) -> Zoo:
@@ -383,7 +387,8 @@ def _build(name: str, raw: dict, built: dict, chain: tuple) -> Profile:
     if dataset is not None and (not isinstance(dataset, (int, float)) or dataset <= 0):
         raise ProfileError(f"{where}: dataset_size must be a number > 0 (samples per epoch), got {dataset!r}")
     prof = Profile(name=name, family=family, batch_size=float(batch), speed_kind=speed["kind"], costs=costs,
-                   tasks=body.get("tasks") or {}, embedding=_embedding(body.get("embedding"), where), convergence=_convergence(body.get("convergence"), where),
+                   tasks=body.get("tasks") or {}, embedding=_embedding(body.get("embedding"), where),
+                   convergence=_convergence(body.get("convergence"), where),
                    aliases=tuple(body.get("aliases") or ()), dataset_size=None if dataset is None else float(dataset), pooled=pooled,
                    source=str(path.name))
     if speed["kind"] is not None:
