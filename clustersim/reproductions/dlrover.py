@@ -1,8 +1,12 @@
 """DLRover-RM (seed 002) §6 and the DLRover draft (seed 000) §6: the cluster experiment (JCT,
-completion, CPU and memory use against users' own configurations), the single-job comparison and
-the cold start. notes/dlrover.md §4 lists every figure. The quantities need the usage probe of
-clustersim/dlrm_report.py, so each case measures its runs in this process (one run per policy and
-seed, kept in the reproduction's folder and reused by every case that reads it)."""
+completion ours and the draft's, OOM failures, CPU and memory use) against the users' own and
+against the well-tuned configurations, on a contended and an uncontended cluster, so that the page
+shows what each gain is made of; the single jobs of Fig. 7; the cold start of Fig. 10; the hot PS
+and straggler of Figs. 12 and 13; Table 4's OOM failures. notes/dlrover.md §4 lists every figure.
+Inputs come from the papers' text (cited where they are set); none is tuned on DLRover's result.
+The quantities need the usage probe of clustersim/dlrm_report.py, so each case measures its runs
+in this process (one run per policy, setting and seed, kept in the reproduction's folder and reused
+by every case that reads it)."""
 
 from __future__ import annotations
 
