@@ -76,6 +76,8 @@ class Track:
     bad: set = field(default_factory=set)          # planned configurations that ran slower (rolled back)
     hot_fixes: int = 0                  # hot-PS remedies taken ([D] §4.2 Adjust 2; then a PS more)
     moved_off: set = field(default_factory=set)    # nodes a slow PS was moved off ([D] §5.4)
+    idle_ps_at: tuple = ()              # the PS set (count, cores) the idle-PS rule last acted on
+    overflow: int = 0                   # workers beyond the job's CPU quota: preemptible ([D] §4.2)
 
 
 @register
@@ -100,6 +102,8 @@ class DLRover(Policy):
                  ps_oom: Literal["double_count", "double_memory"] = "double_count",
                  max_speedup: Annotated[float, Range(ge=1)] = 2.0, rollback_tolerance: Fraction = 0.05,
                  shard_batches: Annotated[list[Annotated[int, Range(ge=1)]], Length(1, 16)] = SHARD_BATCHES,
+                 idle_ps: bool = True, idle_ps_max_workers: Annotated[int, Range(ge=1, le=100_000)] | None = None,
+                 overflow: bool = True,
                  placement: PlacementAnyCluster = "spread"):
         self.history_path = None if history is None else (default_path() if history == "cache" else history)
         self.history_run = history_run
@@ -112,6 +116,8 @@ class DLRover(Policy):
         self.mem_margin, self.hot_util, self.slow_ratio, self.ps_oom = mem_margin, hot_util, slow_ratio, ps_oom
         self.max_speedup, self.rollback_tolerance = float(max_speedup), float(rollback_tolerance)
         self.shard_sizes = tuple(int(b) for b in shard_batches)
+        self.idle_ps, self.overflow = idle_ps, overflow
+        self.idle_ps_max_workers = math.inf if idle_ps_max_workers is None else int(idle_ps_max_workers)
         self.placement = placement
         self.place = strategy(placement)
         self.history: History | None = None
@@ -210,6 +216,11 @@ class DLRover(Policy):
         return Config(nw, np_, wc, pc, wm, pm)
 
     def _admit(self, view: View, free: np.ndarray, decision: Decision) -> None:
+        self._start_pending(view, free, decision)
+        if self.queue and self._preempt_overflow(view, free, decision):
+            self._start_pending(view, free, decision)
+
+    def _start_pending(self, view: View, free: np.ndarray, decision: Decision) -> None:
         for jid, job in list(self.queue.items()):
             if is_ps_job(job):
                 tr = self.tracks.setdefault(jid, Track())
@@ -444,7 +455,49 @@ class DLRover(Policy):
             return self._apply(view, job, tr, new, free, decision)
         if view.now - tr.last_change < self.min_interval - 1e-9:
             return False
-        return self._slow_ps(view, job, tr, free, decision)
+        if self._slow_ps(view, job, tr, free, decision):
+            return True
+        # a straggler leaves the PSes idle too; dynamic sharding answers it, not more workers
+        return not (tr.slow and tr.slow[-1][1] == math.inf) and self._idle_ps(view, job, tr, free, decision)
+
+    def _idle_ps(self, view: View, job: JobView, tr: Track, free: np.ndarray, decision: Decision) -> bool:
+        """[D] §4.2 Adjust 1, idle CPU in the PSes: with the PSes using ``s_used`` of their
+        ``s_total`` cores for ``N_w`` workers, ``ŝ = s_used/N_w`` per worker and the PSes can serve
+        ``ΔN_w = min(⌈s_total/ŝ⌉, √K) − N_w`` more workers (√K, undefined in [D]: ``idle_ps_max_workers``;
+        None: the job's worker bound). Workers beyond the job's CPU quota are preemptible overflow
+        workers (``overflow``; [D] §4.2: "marked as low priority and preemptible"), taken back when
+        a pending job does not fit. Once per PS set, and verified like a plan."""
+        cfg = tr.config
+        use = tr.usage.get("ps")
+        if not self.idle_ps or use is None or tr.idle_ps_at == (cfg.ps, cfg.ps_cpu) or use[0] >= cfg.ps_cpu - 1e-9:
+            return False
+        w, _ = _roles(job)
+        s_hat = use[0] * cfg.ps / cfg.workers
+        target = min(math.ceil(cfg.ps * cfg.ps_cpu / s_hat - 1e-9), self.idle_ps_max_workers, w.max_count)
+        room = int((self.job_cpu_cap - cfg.cpu + 1e-9) // cfg.worker_cpu) if cfg.cpu <= self.job_cpu_cap else 0
+        if not self.overflow:
+            target = min(target, cfg.workers + room)
+        if target <= cfg.workers:
+            return False
+        before = (cfg, self._rate_at(job, tr, cfg))
+        if not self._apply(view, job, tr, replace(cfg, workers=target), free, decision):
+            return False
+        tr.idle_ps_at, tr.verify = (cfg.ps, cfg.ps_cpu), before
+        tr.overflow = max(target - cfg.workers - room, 0) + tr.overflow
+        return True
+
+    def _preempt_overflow(self, view: View, free: np.ndarray, decision: Decision) -> bool:
+        """Cluster CPU is tight (a pending job does not fit): every job's overflow workers go
+        ([D] §4.2); True if any did."""
+        took = False
+        for jid, tr in self.tracks.items():
+            job = view.running.get(jid)
+            if not tr.overflow or job is None or jid in decision.allocations:
+                continue
+            cfg = replace(tr.config, workers=max(tr.config.workers - tr.overflow, 1))
+            if self._apply(view, job, tr, cfg, free, decision):
+                tr.overflow, took = 0, True
+        return took
 
     def _oom_prevention(self, job: JobView, tr: Track) -> Config | None:
         """Grant each role the memory a task is predicted to need by the job's end, plus the

@@ -121,8 +121,10 @@ def test_greedy_takes_the_best_re_wg_per_job_within_free_capacity():
 
 # ---------------------------------------------------------------------------- stage 3
 def running_state(spec, cfg: Config, samples, now, progress=50_000.0):
+    per_node = int(64 // cfg.worker_cpu)   # workers from node 1 on, as many as a 64-core node holds
+    workers = {1 + i // per_node: min(per_node, cfg.workers - i) for i in range(0, cfg.workers, per_node)}
     alloc = {"ps": Tasks({0: cfg.ps}, cpu=cfg.ps_cpu, mem=cfg.ps_mem),
-             "worker": Tasks({1: cfg.workers}, cpu=cfg.worker_cpu, mem=cfg.worker_mem)}
+             "worker": Tasks(workers, cpu=cfg.worker_cpu, mem=cfg.worker_mem)}
     st = JobState(spec, status=Status.RUNNING, allocation=alloc, progress=progress, since=now, first_start=0.0)
     st.samples = [[a, b, r, alloc] for a, b, r in samples]
     return st, alloc
@@ -211,12 +213,17 @@ def test_worker_straggler_gets_smaller_shards_without_a_restart():
     use = {"worker": (4.0, 8.0), "ps": (6.0, 8.0)}
     samples = [(100.0, 500.0, 100.0), (500.0, 900.0, 100.0), (900.0, 1000.0, 50.0)]
     pol, view, spec = setup_running(use, samples, slowest={"j0": ("worker", 1, 0.25)})
+    pol.next_round = 1100.0                      # between Stage-2 rounds: the heartbeat alone
     d = pol.decide(view)
     assert spec.job_id not in d.allocations
     assert pol.shard_batches(spec.job_id) == 128
     assert d.wakeup == 60.0                      # watched at the next heartbeat ([RM] §6.2: within 1 minute)
-    assert pol.tracks[spec.job_id].slow == [[1000.0, math.inf]]   # its slow interval stays out of fits
+    # Stage 2 goes on around it: a sample of the slow interval counts as the others' rate, 50 x 4/(3 + 0.25)
+    st = view.running["j0"]._state
+    st.samples.append([1000.0, 1030.0, 50.0, st.samples[-1][3]])
     view.running["j0"]._obs.now = 1030.0
+    assert pol._samples(view.running["j0"], pol.tracks["j0"])[-1][1] == pytest.approx(50.0 * 4 / 3.25)
+    assert pol.tracks[spec.job_id].slow == [[1000.0, math.inf, "worker", 0.25]]   # the slow interval, as reported
     pol.decide(view)
     assert pol.shard_batches(spec.job_id) == 128  # one step per heartbeat
     view.running["j0"]._obs.now = 1060.0
@@ -256,6 +263,42 @@ def test_the_sanity_bound_caps_what_a_plan_is_believed_to_gain():
     rc, tg, rate, cpu, _ = evaluate(job, x, Costs(), 8.0)
     assert rate[0] == pytest.approx(2 * 1.2711864, rel=1e-6)       # 2 cores x 1.27, not 1,000
     assert tg[0] < 0                                                # no gain: never a candidate
+
+
+def test_idle_ps_cores_bring_more_workers_beyond_the_quota_as_preemptible_ones():
+    # [D] §4.2 Adjust 1, its xDeepFM example: 8 workers of 20 cores, 2 PS of 16 cores using 27.4 of
+    # their 32: ŝ = 27.4 / 8 = 3.425 per worker, ⌈32 / 3.425⌉ = ⌈9.34⌉ = 10 workers: 2 more ([D]:
+    # 47.8 -> 56 steps/s). 192 + 2 x 20 = 232 cores > 200: both are overflow workers
+    use = {"worker": (18.3, 8.0), "ps": (13.7, 4.0)}
+    pol, view, spec = setup_running(use, [(100.0, 1000.0, 47.8)], cfg=Config(8, 2, 20.0, 16.0, 8.0, 8.0))
+    alloc = pol.decide(view).allocations["j0"]
+    tr = pol.tracks["j0"]
+    assert sum(alloc["worker"].values()) == 10 and alloc["worker"].cpu == 20.0 and sum(alloc["ps"].values()) == 2
+    assert tr.overflow == 2 and tr.verify == (Config(8, 2, 20.0, 16.0, 8.0, 8.0), 47.8)
+    assert tr.idle_ps_at == (2, 16.0)             # once per PS set
+
+
+def test_overflow_workers_go_when_a_pending_job_does_not_fit():
+    # 4 nodes of 64 cores; the running job holds 2 PS x 16 on node 0 and 10 workers x 20 (2 of them
+    # overflow): 232 cores, 24 free. A new job's cold start (2 pods of 32) and its request (2 x 8 +
+    # 4 x 8 = 48 cores) do not fit; without the 2 overflow workers (40 cores) the request does
+    pol = DLRover(cold_ps=1)
+    cl = Cluster([NodeGroup(4, 0, 64, 192)])
+    spec = ps_job("r", 0)
+    cfg = Config(10, 2, 20.0, 16.0, 8.0, 8.0)
+    alloc = {"ps": Tasks({0: 2}, cpu=16.0, mem=8.0), "worker": Tasks({0: 1, 1: 3, 2: 3, 3: 3}, cpu=20.0, mem=8.0)}
+    st = JobState(spec, status=Status.RUNNING, allocation=alloc, progress=1000.0, since=0.0, first_start=0.0)
+    cl.take(spec, alloc, "test")
+    pol.reset(make_view(0.0, cl))
+    pol.tracks["r"] = Track(config=cfg, last_change=0.0, overflow=2)
+    pol.order["r"] = 0
+    pol.next_round = 10_000.0
+    new = JobState(ps_job("n", 1, model="dcn", user="x", table="x/t"))
+    view = make_view(500.0, cl, running=[st], pending=[new])
+    view.arrived = (view.pending["n"],)
+    d = pol.decide(view)
+    assert sum(d.allocations["r"]["worker"].values()) == 8 and pol.tracks["r"].overflow == 0
+    assert "n" in d.allocations and pol.tracks["n"].config.cpu == 48.0   # at its request
 
 
 def test_a_failed_job_restarts_first_at_its_last_configuration():
