@@ -78,6 +78,7 @@ class Track:
     moved_off: set = field(default_factory=set)    # nodes a slow PS was moved off ([D] §5.4)
     idle_ps_at: tuple = ()              # the PS set (count, cores) the idle-PS rule last acted on
     overflow: int = 0                   # workers beyond the job's CPU quota: preemptible ([D] §4.2)
+    planned: bool = False               # Stage 2 has planned it (the draft's Adjust follows its Optimize)
 
 
 @register
@@ -319,7 +320,7 @@ class DLRover(Policy):
                 return False
             decision.allocations[job.job_id] = alloc
             tr = self.tracks[job.job_id]
-            tr.verify = (tr.config, self._rate_at(job, tr, tr.config))
+            tr.verify, tr.planned = (tr.config, self._rate_at(job, tr, tr.config)), True
             tr.config, tr.last_change = c.config, view.now
             return True
 
@@ -466,10 +467,11 @@ class DLRover(Policy):
         ``ΔN_w = min(⌈s_total/ŝ⌉, √K) − N_w`` more workers (√K, undefined in [D]: ``idle_ps_max_workers``;
         None: the job's worker bound). Workers beyond the job's CPU quota are preemptible overflow
         workers (``overflow``; [D] §4.2: "marked as low priority and preemptible"), taken back when
-        a pending job does not fit. Once per PS set, and verified like a plan."""
+        a pending job does not fit. Once per PS set, after Stage 2 planned the job ([D]: Sampling,
+        Optimize, then Adjust), and verified like a plan."""
         cfg = tr.config
         use = tr.usage.get("ps")
-        if not self.idle_ps or use is None or tr.idle_ps_at == (cfg.ps, cfg.ps_cpu) or use[0] >= cfg.ps_cpu - 1e-9:
+        if not self.idle_ps or not tr.planned or use is None or tr.idle_ps_at == (cfg.ps, cfg.ps_cpu) or use[0] >= cfg.ps_cpu - 1e-9:
             return False
         w, _ = _roles(job)
         s_hat = use[0] * cfg.ps / cfg.workers

@@ -271,6 +271,7 @@ def test_idle_ps_cores_bring_more_workers_beyond_the_quota_as_preemptible_ones()
     # 47.8 -> 56 steps/s). 192 + 2 x 20 = 232 cores > 200: both are overflow workers
     use = {"worker": (18.3, 8.0), "ps": (13.7, 4.0)}
     pol, view, spec = setup_running(use, [(100.0, 1000.0, 47.8)], cfg=Config(8, 2, 20.0, 16.0, 8.0, 8.0))
+    pol.tracks["j0"].planned = True               # [D]: Adjust after Optimize
     alloc = pol.decide(view).allocations["j0"]
     tr = pol.tracks["j0"]
     assert sum(alloc["worker"].values()) == 10 and alloc["worker"].cpu == 20.0 and sum(alloc["ps"].values()) == 2
