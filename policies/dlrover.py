@@ -11,17 +11,22 @@
    refitted (NNLS) and candidate plans from NSGA-II; plans are taken greedily across jobs by
    RE·WG (ρ = 2.5) within the free capacity. Every grant respects the per-pod (32 cores, [D]
    §6.1) and per-job CPU caps (200 cores, [D] §6.1).
+   A planned change is verified: the first healthy rate measured after it, below the rate before
+   it (``rollback_tolerance``), rolls it back for good; no plan is believed to get more than
+   ``max_speedup`` x the steps/s per used core the job measures now (a sanity bound on the fit).
 3. Instability handling ([RM] §4.3, §5; [D] §4.2, §5.4), at every round:
-   - OOM prevention: memory a task is predicted to need by the end of the job (a linear fit of
-     its reported need against steps, [RM] §5.3) above its grant → grant the prediction plus a
-     margin (``mem_margin``, 20 % as DLRover's code). After an OOM: a worker's memory doubles; a
-     PS OOM doubles the PS count ([D] §4.2) or, with ``ps_oom: double_memory``, their memory.
-   - Hot PS / stragglers: the last throughput sample below ``slow_ratio`` × what the model fitted
-     on the earlier samples predicts at the same configuration means a slow task. PS CPU at or
-     above ``hot_util`` of its grant → a hot PS: the PSes are replaced by larger ones (CPU scaled
-     by predicted / measured, at most a pod; [D] §4.2 Adjust 2), by seamless migration.
-     Otherwise a worker straggler: dynamic data sharding gives it smaller shards (256 → 128 →
-     64 batches, [RM] §5.1) without a restart; its slow samples are kept out of the fit.
+   - OOM prevention: the memory a task is predicted to need by the end of the job (a line through
+     its reported need against steps, at the current task counts only, [RM] §5.3) above its grant
+     → the prediction plus ``mem_margin`` (20 %, DLRover's code). After an OOM: a worker's memory
+     doubles; a PS OOM doubles the PS count ([D] §4.2) or, with ``ps_oom: double_memory``, their memory.
+   - Slow tasks, as per-task reports show them (``JobView.slowest_task``: progress offsets and
+     per-PS load, [RM] §5.1, [D] §5.4): a worker below ``slow_ratio`` of its peers' speed gets
+     smaller shards (``shard_batches``: 256 → 128 → 64 batches, one step per heartbeat) without a
+     restart; a slow PS gets the hot-PS remedy (cores / relative speed, at most a pod, else one
+     PS more; [D] §4.2 Adjust 2), then, if the same node's PS stays slow, moves to another machine
+     ([D] §5.4), by seamless migration.
+   - Idle PS ([D] §4.2 Adjust 1): PS cores left idle by the workers bring more workers, beyond the
+     job's CPU quota as preemptible overflow workers, taken back when a pending job does not fit.
    - Recovery: a job stopped by a failure or a node going down restarts at once, before any
      other job, at its last configuration (its pods relaunched elsewhere; the overhead model
      charges the checkpoint restore: flash checkpoint under ``overhead=dlrover_flash``).
@@ -99,7 +104,7 @@ class DLRover(Policy):
                  job_cpu_cap: Positive = 200.0, pod_cpu: Positive = 32.0, job_steps: Positive = 200_000.0,
                  worker_launch_s: NonNegative = 120.0, prepare_s: NonNegative = 300.0, pause_s: NonNegative = 180.0,
                  price_cpu: Positive = 1.0, price_mem: NonNegative = 0.125, mem_margin: Fraction = 0.2,
-                 hot_util: Fraction = 0.9, slow_ratio: Fraction = 0.8,
+                 slow_ratio: Fraction = 0.8,
                  ps_oom: Literal["double_count", "double_memory"] = "double_count",
                  max_speedup: Annotated[float, Range(ge=1)] = 2.0, rollback_tolerance: Fraction = 0.05,
                  shard_batches: Annotated[list[Annotated[int, Range(ge=1)]], Length(1, 16)] = SHARD_BATCHES,
@@ -114,7 +119,7 @@ class DLRover(Policy):
         self.rho, self.pop_size, self.generations, self.seed = float(rho), pop_size, generations, seed
         self.job_cpu_cap, self.pod_cpu, self.job_steps = float(job_cpu_cap), float(pod_cpu), float(job_steps)
         self.costs = Costs(worker_launch_s, prepare_s, pause_s, price_cpu, price_mem)
-        self.mem_margin, self.hot_util, self.slow_ratio, self.ps_oom = mem_margin, hot_util, slow_ratio, ps_oom
+        self.mem_margin, self.slow_ratio, self.ps_oom = mem_margin, slow_ratio, ps_oom
         self.max_speedup, self.rollback_tolerance = float(max_speedup), float(rollback_tolerance)
         self.shard_sizes = tuple(int(b) for b in shard_batches)
         self.idle_ps, self.overflow = idle_ps, overflow
