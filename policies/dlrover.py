@@ -44,7 +44,7 @@ import numpy as np
 
 from clustersim.policies.base import Decision, JobView, Policy, View, register
 from clustersim.policies.dlrover_history import Config, History, Record, default_path, smooth
-from clustersim.policies.dlrover_search import Candidate, Costs, JobState, candidates, fit, greedy, predict, score
+from clustersim.policies.dlrover_search import Candidate, Costs, JobState, candidates, fit, greedy, score
 from clustersim.policies.placement import PlacementAnyCluster, merge, shrink, strategy
 from clustersim.simulator.cluster import EPS
 from clustersim.simulator.job import StopReason, Tasks, task_counts, task_demand
@@ -296,11 +296,10 @@ class DLRover(Policy):
             if tr is None or jid in decision.allocations or tr.config is None or job.reconfiguring:
                 continue
             self._observe(view, job, tr)
-            if self._verify(view, job, tr, free, decision) or tr.verify is not None:
-                continue   # rolled back, or the last change not yet measured
-            if self._stage3(view, job, tr, free, decision) or (tr.slow and tr.slow[-1][1] == math.inf
-                                                                 and tr.slow[-1][2] == "ps"):
-                continue   # reconfigured, or a slow PS: stage 2 plans interference-free jobs ([RM] §4.3)
+            if self._verify(view, job, tr, free, decision) or self._stage3(view, job, tr, free, decision):
+                continue   # rolled back, or reconfigured by an instability reaction
+            if tr.verify is not None or (tr.slow and tr.slow[-1][1] == math.inf and tr.slow[-1][2] == "ps"):
+                continue   # the last plan not yet measured, or a slow PS: stage 2 plans interference-free jobs ([RM] §4.3)
             state = self._plan_state(view, job, tr)
             if state is not None:
                 plans.append(state)
@@ -429,6 +428,8 @@ class DLRover(Policy):
         if alloc is None:
             return False
         decision.allocations[job.job_id] = alloc
+        if _x_cfg(new) != _x_cfg(tr.config):
+            tr.verify = None   # an instability reaction: what the last plan did can no longer be measured
         tr.config, tr.last_change = new, view.now
         return True
 
@@ -476,7 +477,7 @@ class DLRover(Policy):
         Optimize, then Adjust), and verified like a plan."""
         cfg = tr.config
         use = tr.usage.get("ps")
-        if not self.idle_ps or not tr.planned or use is None or tr.idle_ps_at == (cfg.ps, cfg.ps_cpu) or use[0] >= cfg.ps_cpu - 1e-9:
+        if not self.idle_ps or not tr.planned or tr.verify is not None or use is None or tr.idle_ps_at == (cfg.ps, cfg.ps_cpu) or use[0] >= cfg.ps_cpu - 1e-9:
             return False
         w, _ = _roles(job)
         s_hat = use[0] * cfg.ps / cfg.workers
