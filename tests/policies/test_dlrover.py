@@ -337,3 +337,22 @@ def test_history_persists_and_a_second_run_starts_warm(tmp_path):
     # the warm start skips the cold start's sampling round (180 s at 12 steps/s) and the migration
     # that follows it (seed 0: 1,388 s warm vs 1,901 s cold)
     assert jcts[1] < 0.8 * jcts[0]
+
+
+def test_the_shard_sizes_dlrover_sets_shorten_a_stragglers_tail_end_to_end():
+    # one W&D job cold-started on DLRover-RM's small cluster, at (12 workers, 10 PS) from 180 s at
+    # ~161 steps/s: a worker turns 33.3x slow (3 % CPU, [RM] §6.2) at 1,000 s for good. The fault
+    # model reads the shard size DLRover gives it at each heartbeat; the tail of the shard it holds
+    # when the data runs out is (S x 33.3 - 256) / (2 x 161/12) s: 308 s at 256 batches, 70 s at 64
+    # -- at most 238 s saved, less what the larger tail cost over the two heartbeats before 64
+    from clustersim.experiment import build_engine, compose
+
+    def end(sizes: str) -> float:
+        eng = build_engine(compose(["+experiment=dlrover_single", "policy=dlrover", "progress=false",
+                                    "faults=dlrover_cloud", "faults.task=null", "faults.oom=null", "faults.hot_ps=null",
+                                    "faults.straggler.per_pod_hour=0", f"policy.shard_batches={sizes}"]))
+        eng.at(1000.0, lambda: eng.faults.slow_task("dlrm-0", "worker", 33.3, 1e6))
+        return eng.run().states[0].end_time
+
+    saved = end("[256]") - end("[256,128,64]")   # [256]: no intervention
+    assert 150.0 < saved < 238.0
