@@ -80,6 +80,7 @@ class Track:
     verify: tuple | None = None         # (configuration before the last plan, its measured rate): unverified
     bad: set = field(default_factory=set)          # planned configurations that ran slower (rolled back)
     hot_fixes: int = 0                  # hot-PS remedies taken ([D] §4.2 Adjust 2; then a PS more)
+    fix_speed: float = 0.0              # the slow PS's reported speed when the last remedy was taken
     moved_off: set = field(default_factory=set)    # nodes a slow PS was moved off ([D] §5.4)
     idle_ps_at: tuple = ()              # the PS set (count, cores) the idle-PS rule last acted on
     overflow: int = 0                   # workers beyond the job's CPU quota: preemptible ([D] §4.2)
@@ -549,14 +550,14 @@ class DLRover(Policy):
         """A PS that holds the job back (``slowest_task``: per-PS load and step times, [D] §5.4).
         First the hot-PS remedy ([D] §4.2 Adjust 2): the PSes get their cores / the relative
         speed (``s_new``, at most a pod); at a pod already, one PS more, which re-partitions the
-        parameters evenly over the new set ([RM] §4.3). If the same node's PS stays slow after
-        that, the machine is at fault: the PS moves to another node ([D] §5.4). Seamless
+        parameters evenly over the new set ([RM] §4.3). If the PS is no faster after that, the
+        load was not the cause but the machine: the PS moves to another node ([D] §5.4). Seamless
         migration either way; True when the job was reconfigured."""
         slow = job.slowest_task
         if slow is None or slow[0] != "ps" or slow[2] >= self.slow_ratio:
             return False
         cfg, (_, ps) = tr.config, _roles(job)
-        if tr.hot_fixes >= 1 and slow[1] not in tr.moved_off:
+        if tr.hot_fixes >= 1 and slow[2] <= tr.fix_speed + 1e-9 and slow[1] not in tr.moved_off:
             alloc = self._move_off(free, job, "ps", slow[1])
             if alloc is not None:
                 tr.moved_off.add(slow[1])
@@ -568,7 +569,7 @@ class DLRover(Policy):
             new = replace(cfg, ps=cfg.ps + 1, ps_mem=cfg.ps_mem * cfg.ps / (cfg.ps + 1))
         else:
             return False
-        tr.hot_fixes += 1
+        tr.hot_fixes, tr.fix_speed = tr.hot_fixes + 1, slow[2]
         return self._apply(view, job, tr, new, free, decision)
 
     def _move_off(self, free: np.ndarray, job: JobView, role: str, node: int) -> dict | None:

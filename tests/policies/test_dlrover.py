@@ -199,14 +199,19 @@ def test_hot_ps_gets_larger_pses_then_a_slow_machine_loses_its_ps():
     # [D] §4.2 Adjust 2: cores / relative speed = 16 / 0.5 = 32 (a pod at most), the same 2 PSes
     assert alloc["ps"].cpu == 32.0 and sum(alloc["ps"].values()) == 2
     assert spec.job_id not in pol.queue and pol.tracks[spec.job_id].hot_fixes == 1
-    # still slow on the same node after the remedy: the machine is at fault, its PS moves away
+    # no faster after the remedy (still 0.5): not the load but the machine, its PS moves away
     # ([D] §5.4); the test cluster holds both PS on node 0, one of them goes to the emptiest node
     pol2, view2, spec2 = setup_running(use, samples, slowest=slowest)
-    pol2.tracks["j0"].hot_fixes = 1
+    pol2.tracks["j0"].hot_fixes, pol2.tracks["j0"].fix_speed = 1, 0.5
     alloc2 = pol2.decide(view2).allocations["j0"]
     assert alloc2["ps"].get(0) == 1 and sum(alloc2["ps"].values()) == 2 and alloc2["ps"].cpu == 16.0
     assert dict(alloc2["worker"]) == {1: 4}
     assert pol2.tracks["j0"].moved_off == {0}
+    # faster after the remedy (0.5 -> 0.7) but still slow: the load, so the remedy again: ⌈16 / 0.7⌉ = 23 cores
+    pol3, view3, _ = setup_running(use, samples, slowest={"j0": ("ps", 0, 0.7)})
+    pol3.tracks["j0"].hot_fixes, pol3.tracks["j0"].fix_speed = 1, 0.5
+    alloc3 = pol3.decide(view3).allocations["j0"]
+    assert alloc3["ps"].cpu == 23.0 and pol3.tracks["j0"].moved_off == set()
 
 
 def test_worker_straggler_gets_smaller_shards_without_a_restart():
