@@ -540,9 +540,10 @@ class Optimus(Policy):
         for plan in order:
             job = plan.job
             alloc = nodes.place(job, plan.counts)
-            counts = dict(plan.counts)
-            while alloc is None and not job.allocation and _shrink(job, counts):
-                alloc = nodes.place(job, counts)   # a start that cannot be placed: fewer tasks, not never
+            if alloc is None and not job.allocation:   # counts that no cluster state can hold: fewer tasks
+                counts = self._packable(view, job, plan.counts)
+                if counts != plan.counts:
+                    alloc = nodes.place(job, counts)
             if alloc is not None:
                 if not _same(alloc, job.allocation):
                     changes[job.job_id] = alloc
@@ -557,6 +558,19 @@ class Optimus(Policy):
             if job.job_id not in planned:
                 changes[job.job_id] = None
         return changes
+
+    def _packable(self, view: View, job: JobView, counts: dict) -> dict:
+        """``counts`` with one task fewer at a time (``_shrink``) until they can be placed on the
+        whole (empty) cluster. A choice: Algorithm 1 plans against the cluster's totals, so its
+        counts may not pack onto the nodes at all; a pending job planned so waits for good (one
+        DLRM job alone on DLRover-RM's 20 servers did: a livelock). Counts that pack onto the
+        empty cluster are kept: the job waits for room, as §4.2 says."""
+        cl, counts = view.cluster, dict(counts)
+        while True:
+            empty = (NodeSet(cl.capacity.copy(), cl.up, cl.capacity) if self.placement == "theorem1"
+                     else Strategy(cl.capacity.copy(), self.placement))
+            if empty.place(job, counts) is not None or not _shrink(job, counts):
+                return counts
 
     # ------------------------------------------------------------------ estimates
     def estimate(self, job: JobView, view: View) -> Estimate:
@@ -743,9 +757,7 @@ def _measured(samples, ps, worker, points: dict) -> dict:
 
 def _shrink(job: JobView, counts: dict) -> bool:
     """One task fewer of the role with most tasks above its minimum (workers on ties); False at
-    the gang minimum. A choice: Algorithm 1 plans against the cluster's totals, so its counts
-    may not pack onto the nodes; a pending job placed at none would wait for good (a livelock on
-    one job alone), Optimus §4.2 being silent on it."""
+    the gang minimum (``Optimus._packable``)."""
     over = [(counts[r.name] - r.min_count, r.name == "worker", r.name) for r in job.roles if counts[r.name] > r.min_count]
     if not over:
         return False
