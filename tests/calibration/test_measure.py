@@ -78,10 +78,22 @@ def test_fits_report_a_finite_heldout_error(calibrated):
 
 def test_stop_free_pauses_running_workers_less_than_stop_resume(calibrated):
     _, summary, _ = calibrated
-    by = {r["mechanism"]: r for r in records(summary, "rescale")}
+    by = {r["mechanism"]: r for r in records(summary, "rescale") if r["n_new"] > r["n_old"]}     # scale-outs
     assert 0 < by["stop_free"]["pause_s"] < by["stop_resume"]["pause_s"]
     assert by["stop_free"]["prepare_s"] > 0 and by["stop_resume"]["checkpoint_gb"] > 0
     assert by["stop_free"]["steps_during_prepare"] >= 1      # the running workers trained meanwhile
+
+
+def test_scale_in_is_measured_with_both_mechanisms_and_goes_into_the_profile(calibrated):
+    _, summary, _ = calibrated
+    ins = {r["mechanism"]: r for r in records(summary, "rescale") if r["n_new"] < r["n_old"]}
+    assert {(m, r["n_old"], r["n_new"]) for m, r in ins.items()} == {("stop_resume", 2, 1), ("stop_free", 2, 1)}
+    free = ins["stop_free"]
+    # the pause starts at the switch, after the command: never longer than command -> trained
+    assert 0 < free["pause_s"] <= free["scale_in_s"] < ins["stop_resume"]["pause_s"]
+    costs = summary["fits"]["overhead"]["costs"]
+    assert costs["scale_in_s"] == free["scale_in_s"]                # one repeat: its median
+    assert profiles.load([summary["profiles"]]).profile("mlp").costs.scale_in_s == costs["scale_in_s"]
 
 
 def test_written_profile_loads_and_simulated_jobs_run_at_the_fitted_speed(calibrated):

@@ -34,9 +34,20 @@ def test_trace_is_seeded_and_within_its_parameters():
     assert rows[0]["submit_time"] == 0.0
     assert all(x["submit_time"] <= y["submit_time"] for x, y in zip(rows, rows[1:]))
     assert all(5 <= r["duration"] <= 9 and r["model"] in ("mlp", "cnn", "recommendation") for r in rows)
+    ps_jobs = [r for r in rows if len(r["roles"]) == 2]
+    assert 0 < len(ps_jobs) < len(rows)                 # ps_share 0.25 of 20 jobs: some of each kind
     for r in rows:
-        (role,) = r["roles"]
-        assert role["count"] in (1, 2) and role["min_count"] == 1 and role["max_count"] == 2 and role["gpu"] == 1.0
+        if r in ps_jobs:        # 1 PS (a core, no "GPU" slot) + 1 worker: 2 cores, rigid
+            ps, worker = r["roles"]
+            assert (ps["name"], ps["count"], ps["gpu"], ps["cpu"]) == ("ps", 1, 0.0, 1.0)
+            assert worker["count"] == worker["min_count"] == worker["max_count"] == 1 and worker["gpu"] == 1.0
+        else:
+            (role,) = r["roles"]
+            assert role["count"] in (1, 2) and role["min_count"] == 1 and role["max_count"] == 2 and role["gpu"] == 1.0
+    # the PS draw comes last: without PS jobs the data-parallel jobs are the same draws
+    none = trace.make({**cfg["trace"], "ps_share": 0.0}, 3, 2).to_pylist()
+    assert [(r["submit_time"], r["model"], r["duration"]) for r in none] == \
+        [(r["submit_time"], r["model"], r["duration"]) for r in rows]
 
 
 @pytest.mark.parametrize("argv, key", [(["nope=1"], "nope"), (["trace.models=[bert]"], "trace.models"),
@@ -45,4 +56,12 @@ def test_trace_is_seeded_and_within_its_parameters():
 def test_bad_config_is_one_line_naming_the_key(argv, key):
     with pytest.raises(ConfigError) as e:
         cli.load_config(argv)
+    assert key in str(e.value) and "\n" not in str(e.value)
+
+
+@pytest.mark.parametrize("over, key", [({"ps_share": 1.5}, "trace.ps_share"), ({"ps": 2}, "trace.ps")])
+def test_a_ps_job_that_cannot_fit_the_host_is_one_line(over, key):
+    cfg = cli.load_config([])
+    with pytest.raises(ConfigError) as e:
+        trace.make({**cfg["trace"], **over}, 0, 2)      # 2 cores: 2 PS leave no core for a worker
     assert key in str(e.value) and "\n" not in str(e.value)

@@ -132,3 +132,75 @@ def test_job_protocol_scale_out_in_checkpoint_resume(tmp_path):
         assert all(v == 0 for v in t.load.values())        # every core given back
     finally:
         t.close()
+
+
+def test_ps_job_trains_exactly_sgd_through_rescales_checkpoint_and_resume(tmp_path):
+    """A tiny synchronous PS job (global batch 16) through every real change: 1 PS + 1 worker,
+    stop-free scale-out to 2 workers and back, checkpoint, resume on 2 PS + 1 worker, checkpoint.
+
+    Hand-checkable: a synchronous PS applies the mean of its w workers' gradients, each of
+    16 / w samples, so iteration k is one plain SGD step, theta -= lr * mean_i g_i, on worker i's
+    samples ``batch(k, 16 / w, offset=i * 16 / w)``. The saved parameters must therefore equal
+    that SGD run in this process, given the iteration at which each generation began."""
+    import os
+
+    import torch
+
+    from clustersim.simulator.calibration import workloads
+    from clustersim.simulator.calibration.launch import flat_grad, set_flat
+    from clustersim.testbed.real import Tasks
+
+    model = {"name": "mlp", "params": {"samples": 256, "features": 16, "hidden": [16]}}
+    lr = 0.05
+    t = Tasks(sorted(os.sched_getaffinity(0)), tmp_path, 120.0, 0.05, 0.02, lr)
+    t.add("p", model, 16, 10_000_000, 500.0)
+    try:
+        def wait(what, at_least=None):
+            deadline = time.monotonic() + 120
+            while time.monotonic() < deadline:
+                t.check()
+                got = what()
+                if got is not None and (at_least is None or got["it"] >= at_least):
+                    return got
+                time.sleep(0.05)
+            raise AssertionError("the PS job did not report in time")
+
+        t.start("p", 2, ps=1)                              # rank 0: the PS, rank 1: the worker
+        wait(lambda: t.progress("p"), 10)
+        t.resize("p", 3)                                   # a second worker prepares, then joins
+        at1 = wait(lambda: t.first("p", 1))["it"]
+        t.resize("p", 2)                                   # graceful scale-in: the second worker leaves
+        at2 = wait(lambda: t.first("p", 2))["it"]
+        stop1 = t.stop("p")                                # PS 0 saves the whole parameters
+        saved1 = torch.load(tmp_path / "p.pt")
+        assert saved1["iteration"] == stop1 and at1 < at2 <= stop1
+        t.start("p", 3, ps=2)                              # resume on 2 PS: the shards re-cut
+        assert wait(lambda: t.first("p", 3))["it"] == stop1
+        wait(lambda: t.progress("p"), stop1 + 5)
+        stop2 = t.stop("p")
+        saved2 = torch.load(tmp_path / "p.pt")
+        t.check()
+        assert all(v == 0 for v in t.load.values())        # every core given back
+    finally:
+        t.close()
+
+    # the same iterations as plain SGD here: workers per iteration 1, then 2 from at1, 1 from at2
+    torch.manual_seed(0)
+    wl = workloads.build(model)
+    theta = torch.cat([q.detach().reshape(-1) for q in wl.model.parameters()])
+    for k in range(stop2):
+        w = 2 if at1 <= k < at2 else 1
+        m = 16 // w
+        grads = []
+        for i in range(w):
+            set_flat(wl.model, theta)
+            x, y = wl.batch(k, m, offset=i * m)
+            wl.model.zero_grad(set_to_none=False)
+            wl.loss(wl.model(*x), y).backward()
+            grads.append(flat_grad(wl.model))
+        theta = theta - lr * torch.stack(grads).mean(0)
+        if k + 1 == stop1:
+            assert torch.allclose(saved1["params"], theta, rtol=1e-4, atol=1e-6)
+    assert saved2["iteration"] == stop2
+    assert torch.allclose(saved2["params"], theta, rtol=1e-4, atol=1e-6)
+    assert not torch.allclose(saved2["params"], saved1["params"])     # it trained after the resume
