@@ -46,8 +46,13 @@ def load_config(argv: list[str]) -> dict:
     unknown = [m for m in cfg["trace"]["models"] if m not in MODELS]
     if unknown:
         raise ConfigError(f"trace.models: {unknown[0]!r} is not a calibration workload ({', '.join(MODELS)})")
-    if cfg["speed"] not in ("table", "allreduce"):
-        raise ConfigError(f"speed: {cfg['speed']!r} must be table (the measured points) or allreduce (their fit)")
+    if cfg["speed"] not in ("table", "fit", "allreduce"):
+        raise ConfigError(f"speed: {cfg['speed']!r} must be table (the measured points) or fit (the calibration's "
+                          "fits; allreduce is its old name)")
+    for key in ("ps.enabled", "ps.batch", "ps.mode"):
+        if any(str(o).startswith(key + "=") for o in cfg["calibrate"]):
+            raise ConfigError(f"calibrate: {key} is set by the testbed from trace.ps_share and trace.batch "
+                              "(a synchronous PS grid at the trace's global batch)")
     if cfg["repeat"] is not None and cfg["repeat"] not in cfg["policies"]:
         raise ConfigError(f"repeat: {cfg['repeat']!r} must be one of policies {cfg['policies']}")
     return cfg
@@ -68,8 +73,10 @@ def calibrate(cfg: dict, out: Path) -> dict[str, dict]:
     from omegaconf import OmegaConf
 
     done = {}
+    ps = float(cfg["trace"]["ps_share"]) > 0     # the PS jobs' speed: a sync grid at the trace's batch
     for m in dict.fromkeys(cfg["trace"]["models"]):
-        over = [f"model={m}", f"out={out / 'calibration' / m}", "progress=false", *cfg["calibrate"]]
+        over = [f"model={m}", f"out={out / 'calibration' / m}", "progress=false", *cfg["calibrate"],
+                f"ps.enabled={str(ps).lower()}", "ps.mode=sync", f"ps.batch={int(cfg['trace']['batch'])}"]
         with initialize_config_module(config_module="clustersim.configs.calibrate", version_base=None):
             c = OmegaConf.to_container(compose("config", overrides=over), resolve=True)
         c.pop("hydra", None)
@@ -83,7 +90,8 @@ def calibrate(cfg: dict, out: Path) -> dict[str, dict]:
 def measured_speed(path: Path) -> Path:
     """The calibrated profiles with ``speed.kind: table``: the measured iterations/s (interpolated
     between measured worker counts and batches, simulator/profiles) instead of the all-reduce fit
-    to them. Beside the original, ``<name>.table.yaml``; everything else (overheads) unchanged."""
+    to them, and the measured PS grid (samples/s over (p, w)) instead of its Optimus Eq. 4 fit.
+    Beside the original, ``<name>.table.yaml``; everything else (overheads) unchanged."""
     from clustersim.simulator.calibration.write import write_profiles
 
     head = "".join(ln + "\n" for ln in path.read_text().splitlines() if ln.startswith("#"))
@@ -91,8 +99,17 @@ def measured_speed(path: Path) -> Path:
     for p in profiles.values():
         if p["speed"]["kind"] == "allreduce":
             p["speed"] = {**p["speed"], "kind": "table"}
+        elif p["speed"]["kind"] == "optimus":
+            p["speed"] = {"kind": "table", "grid": ps_grid(p["speed"]["points"])}
     return write_profiles(path.parent, profiles, head + "# speed.kind table: the measured points, for clustersim-testbed\n",
                           f"{path.stem}.table.yaml")
+
+
+def ps_grid(points: list) -> dict:
+    """Rows [p, w, samples/s] as a profile's PS grid (a p x w matrix; null where not measured)."""
+    ps, ws = sorted({r[0] for r in points}), sorted({r[1] for r in points})
+    at = {(r[0], r[1]): r[2] for r in points}
+    return {"p": ps, "w": ws, "samples_per_s": [[at.get((p, w)) for w in ws] for p in ps]}
 
 
 # ---------------------------------------------------------------------------- 2-3. the runs
@@ -104,6 +121,8 @@ def _policy(name: str, over: dict) -> dict:
 def sim_config(cfg: dict, policy: str, profiles: list[str], cores: int) -> dict:
     """The simulation's config: this host as one node of ``cores`` slots, the calibrated profiles."""
     mech = cfg["mechanism"]
+    models = list(dict.fromkeys(cfg["trace"]["models"]))
+    ps = [f"{m}_ps" for m in models] if float(cfg["trace"]["ps_share"]) > 0 else []
     return {"seed": cfg["seed"], "until": None, "progress": False, "limits": None, "observe": None,
             "trace": {"name": "testbed", "oversize": "error"},
             "cluster": {"name": "testbed", "groups": [{"count": 1, "gpus": cores, "cpus": cores, "mem": 64 * cores,
@@ -111,7 +130,7 @@ def sim_config(cfg: dict, policy: str, profiles: list[str], cores: int) -> dict:
             "policy": _policy(policy, cfg["policy"].get(policy)),
             "overhead": {"name": mech, "kind": mech, "charge_start": True},
             "profile": {"name": "testbed", "zoo": True, "files": profiles, "unknown": "error",
-                        "pool": {"gpu": list(dict.fromkeys(cfg["trace"]["models"])), "ps": []}},
+                        "pool": {"gpu": models, "ps": ps}},
             "faults": None}
 
 

@@ -18,6 +18,9 @@ engine has applied a decision, ``Tasks`` carries it out for real: stops first (e
 and exits, freeing its cores), then the starts, resumes and rescales, by ``mechanism``:
 ``stop_resume`` (checkpoint, exit, relaunch at the new size, restore) or ``stop_free`` (EDL §4.2:
 newcomers prepare while the job trains; the group re-forms after one agreed iteration).
+A parameter-server job (a ``ps`` role) runs its PS as the lowest ranks of each generation; a
+stop-free rescale changes its workers only, and a change of its PS count is carried out as a
+stop-resume (its shards are re-cut from the checkpoint) whatever the mechanism.
 
 The time a change cost a job (``overhead_s`` of its event and of the job) is measured: from the
 decision to the first iteration of the new generation (starts, resumes, stop-resume rescales), or

@@ -15,7 +15,8 @@ slowest worker's), steps/s, and the cores each PS and each worker used (CPU time
 The grid is measured ``repeats`` times in rounds, each round in a fresh seeded random order and
 each measurement a window of ``steps`` iterations after ``warmup``: load from elsewhere on the host
 that comes and goes then spreads over all points instead of hitting a few consecutive ones. A
-point's speed is the median of its rounds; every round is stored as it is measured.
+point's speed is the median of its rounds; every round is stored as it is measured. With ``pin``
+rank r runs on one core (launch.pin: the r-th this process may use, modulo their count).
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ KIND = "ps"
 def key(cfg: dict, p: int, w: int, round_: int) -> str:
     s = cfg["ps"]
     return point_key(KIND, p=p, w=w, round=round_, mode=s["mode"], batch=s["batch"], steps=s["steps"],
-                     warmup=s["warmup"], threads=s["threads"], model=cfg["model"])
+                     warmup=s["warmup"], threads=s["threads"], model=cfg["model"], **({"pin": True} if cfg.get("pin") else {}))
 
 
 def points(cfg: dict) -> list[tuple[int, int]]:
@@ -93,6 +94,8 @@ def _rank(rank: int, world: int, todo: list, cfg: dict, init: str, store_path: s
     from clustersim.simulator.calibration import launch, workloads
 
     s = cfg["ps"]
+    if cfg.get("pin"):
+        launch.pin(rank)
     launch.init_group("gloo", init, rank, world, cfg["timeout_s"])
     wl = workloads.build(cfg["model"])
     store = PointStore(store_path) if rank == 0 else None

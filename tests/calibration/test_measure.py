@@ -61,9 +61,11 @@ def test_ps_runner_measures_every_point_with_positive_throughput_and_cpu(calibra
 
 def test_dataparallel_runner_measures_every_point(calibrated):
     cfg, summary, _ = calibrated
-    pts = records(summary, "dataparallel")
+    assert len(records(summary, "dataparallel")) == 6 * 2            # every round stored as measured
+    pts = dataparallel.measure(cfg, f"{summary['out']}/points.jsonl")   # all stored: the rounds' medians
     assert sorted((r["n"], r["batch"]) for r in pts) == [(n, b) for n in (1, 2) for b in (8, 16, 32)]
     for r in pts:
+        assert len(r["windows_iter_s"]) == 2 and r["iter_s"] == pytest.approx(np.median(r["windows_iter_s"]))
         assert r["iters_per_s"] > 0 and r["samples_per_s"] == pytest.approx(r["iters_per_s"] * r["n"] * r["batch"])
         assert r["backend"] == "gloo"
 
@@ -137,7 +139,7 @@ def test_a_killed_sweep_keeps_its_points_and_the_rerun_measures_only_the_missing
     lines = open(f"{summary['out']}/points.jsonl").read().splitlines()
     keep = [ln for ln in lines if not (json.loads(ln)["kind"] == "dataparallel" and json.loads(ln)["n"] == 1
                                        and json.loads(ln)["batch"] == 8)]
-    assert len(keep) == len(lines) - 1
+    assert len(keep) == len(lines) - 2                # its 2 rounds
     (tmp_path / "points.jsonl").write_text("\n".join(keep) + '\n{"key": "cut sh')   # killed mid-write
     before = {json.loads(ln)["key"]: ln for ln in keep}
     dp = dataparallel.measure(cfg, str(tmp_path / "points.jsonl"))

@@ -1,6 +1,7 @@
-"""A two-job testbed on CPU, for real (gloo, one or two core-pinned processes per job), and the
-job protocol of simulator/calibration/jobrun.py (start, stop-free scale-out and in, checkpoint,
-resume). Skipped when torch is absent (pip install "clustersim[calibrate]").
+"""A two-job testbed on CPU, for real (gloo, core-pinned processes: a data-parallel job and a
+parameter-server job), and the job protocol of simulator/calibration/jobrun.py (start, stop-free
+scale-out and in, checkpoint, resume) for both kinds of job. Skipped when torch is absent
+(pip install "clustersim[calibrate]").
 """
 
 import json
@@ -16,10 +17,12 @@ import pyarrow.parquet as pq  # noqa: E402
 from clustersim.testbed import cli, compare  # noqa: E402
 
 MLP = ["model.params.samples=512", "model.params.features=64", "model.params.hidden=[64,64]"]
+# seed 2, ps_share 0.5: j00 a 1-worker data-parallel job, j01 a PS job (1 PS + 1 worker)
 TWO_JOBS = ["policies=[fifo]", "repeat=fifo", "trace.jobs=2", "trace.models=[mlp]", "trace.workers=[1]",
-            "trace.work_s=[2,3]", "trace.mean_gap_s=1", "timeout_s=120", "plot=true"]
-CALIBRATE = ["ps.enabled=false", "convergence.enabled=false", "dataparallel.workers=[1,2]",
-             "dataparallel.batch=[8,16,32,64]", "dataparallel.steps=4", "dataparallel.warmup=1",
+            "trace.work_s=[2,3]", "trace.mean_gap_s=1", "trace.ps_share=0.5", "seed=2", "timeout_s=120", "plot=true"]
+CALIBRATE = ["pin=true", "plot=false", "ps.p=[1,2]", "ps.w=[1,2,3]", "ps.steps=4", "ps.warmup=1", "ps.repeats=1",
+             "convergence.enabled=false", "dataparallel.workers=[1,2]",
+             "dataparallel.batch=[16,32,64]", "dataparallel.steps=4", "dataparallel.warmup=1",
              "dataparallel.repeats=2", "overhead.sizes=[[1,2]]", "overhead.pre_steps=3", "overhead.post_steps=2",
              "fit.repeats=3", *MLP]
 
@@ -49,6 +52,7 @@ def test_each_real_job_started_trained_its_work_and_finished(testbed):
     out, _, _ = testbed
     jobs = pq.read_table(out / "fifo" / "real" / "jobs.parquet").to_pylist()
     events = pq.read_table(out / "fifo" / "real" / "events.parquet").to_pylist()
+    assert {j["job_id"]: j["profile"] for j in jobs} == {"j00": "mlp", "j01": "mlp_ps"}   # a DP and a PS job
     for j in jobs:
         assert j["status"] == "finished" and j["progress"] == 1.0
         assert [e["kind"] for e in events if e["job_id"] == j["job_id"]] == ["start", "finish"]
@@ -56,6 +60,25 @@ def test_each_real_job_started_trained_its_work_and_finished(testbed):
         # the measured start cost (decision to first iteration: a fresh Python, torch, the group)
         assert 0 < start["overhead_s"] == j["overhead_s"] < j["jct"]
         assert j["first_start"] >= j["submit_time"] and j["end_time"] > j["first_start"]
+
+
+def test_the_simulation_uses_the_calibrated_ps_grid_and_rescale_costs(testbed):
+    """The PS job's simulated speed is the measured PS grid at (1 PS, 1 worker), and every
+    profile carries the calibration's measured scale-in cost, not EDL's 1.8 s."""
+    import yaml
+
+    out, _, _ = testbed
+    fit = json.loads((out / "calibration" / "mlp" / "fit.json").read_text())
+    fitted = yaml.safe_load((out / "calibration" / "mlp" / "profiles.yaml").read_text())
+    table = yaml.safe_load((out / "calibration" / "mlp" / "profiles.table.yaml").read_text())
+    assert fitted["mlp_ps"]["speed"]["kind"] == "optimus" and table["mlp_ps"]["speed"]["kind"] == "table"
+    grid = table["mlp_ps"]["speed"]["grid"]
+    assert grid["p"] == [1, 2] and grid["w"] == [1, 2, 3]
+    for p, w, rate in fitted["mlp_ps"]["speed"]["points"]:     # the same measured points, as a p x w grid
+        assert grid["samples_per_s"][p - 1][w - 1] == rate
+    costs = fit["fits"]["overhead"]["costs"]
+    assert costs["scale_in_s"] > 0 and fit["fits"]["overhead"]["not_measured"] == []
+    assert table["mlp"]["overhead"]["scale_in_s"] == table["mlp_ps"]["overhead"]["scale_in_s"] == costs["scale_in_s"]
 
 
 def test_comparison_is_the_arithmetic_of_the_written_runs(testbed):
