@@ -54,7 +54,7 @@ def measure(cfg: dict, store_path: str, progress: bool = False) -> list[dict]:
     store = PointStore(store_path)
     todo = [pt for pt in rounds(cfg) if key(cfg, *pt) not in store]
     if todo:
-        world = max(n for n, _ in todo)
+        world = max(n for n, _, _ in todo)
         kind, backend = device_for(cfg["device"], world)
         with rendezvous() as init:
             start_pool(_rank, (world, todo, cfg, kind, backend, init, store_path, progress), world, kind,
@@ -88,7 +88,7 @@ def _rank(rank: int, world: int, todo: list, cfg: dict, kind: str, backend: str,
     device = launch.local_device(kind, rank)
     wl = workloads.build(cfg["model"]).to(device)
     opt = torch.optim.SGD(wl.model.parameters(), lr=float(cfg["lr"]))
-    groups = {n: dist.new_group(list(range(n))) for n in sorted({n for n, _ in todo})}   # every rank, same order
+    groups = {n: dist.new_group(list(range(n))) for n in sorted({n for n, _, _ in todo})}   # every rank, same order
     store = PointStore(store_path) if rank == 0 else None
     bar = _bar(len(todo), "data-parallel", progress) if rank == 0 else None
     for n, b, round_ in todo:

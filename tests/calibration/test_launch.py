@@ -37,7 +37,7 @@ def test_a_task_that_raises_exits_1_and_prints_its_traceback(tmp_path, capfd):
 
 
 @pytest.mark.parametrize("name", ["mlp", "cnn", "recommendation"])
-def test_every_process_builds_the_same_initial_model(name):
+def test_every_process_builds_the_same_initial_model(name, torch_one_thread):
     """A job's tasks each build the model: their initial parameters must agree (a data-parallel
     job starting on n workers averages gradients of one model; a PS job's reference is one model)."""
     import torch

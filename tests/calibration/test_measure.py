@@ -1,6 +1,6 @@
 """Real measurements with torch.distributed on CPU (gloo, 1-5 processes, a few steps each).
 
-One tiny calibration runs once for the module (about 30 s on 2 cores); the tests read its
+One tiny calibration runs once for the module (about 80 s on 2 cores at load 6-8); the tests read its
 points, fits and profile. Skipped when torch is absent (pip install "clustersim[calibrate]").
 """
 

@@ -52,7 +52,8 @@ def test_trace_is_seeded_and_within_its_parameters():
 
 @pytest.mark.parametrize("argv, key", [(["nope=1"], "nope"), (["trace.models=[bert]"], "trace.models"),
                                        (["policies=[fifo]", "repeat=tiresias"], "repeat"),
-                                       (["policies=[nope]"], "policies")])
+                                       (["policies=[nope]"], "policies"), (["speed=nope"], "speed"),
+                                       (["calibrate=[ps.batch=32]"], "calibrate: ps.batch")])
 def test_bad_config_is_one_line_naming_the_key(argv, key):
     with pytest.raises(ConfigError) as e:
         cli.load_config(argv)

@@ -157,7 +157,7 @@ def test_job_protocol_scale_out_in_checkpoint_resume(tmp_path):
         t.close()
 
 
-def test_ps_job_trains_exactly_sgd_through_rescales_checkpoint_and_resume(tmp_path):
+def test_ps_job_trains_exactly_sgd_through_rescales_checkpoint_and_resume(tmp_path, torch_one_thread):
     """A tiny synchronous PS job (global batch 16) through every real change: 1 PS + 1 worker,
     stop-free scale-out to 2 workers and back, checkpoint, resume on 2 PS + 1 worker, checkpoint.
 
