@@ -191,6 +191,7 @@ def run(cfg: dict) -> dict:
     models = calibrate(cfg, out)
     table = trace.make(cfg["trace"], cfg["seed"], len(cores))
     atomic_write(out / "trace.parquet", lambda p: pq.write_table(table, p))
+    kinds = compare.kinds(table)
     profiles = [models[m]["profiles"] for m in models]
     if cfg["speed"] == "table":
         profiles = [str(measured_speed(Path(p))) for p in profiles]
@@ -205,6 +206,9 @@ def run(cfg: dict) -> dict:
         if cfg["repeat"] == policy:
             real(cfg, c, table, models, pdir / "real_repeat", cores)
             entry["noise"] = compare.runs(pdir / "real_repeat", pdir / "real")
+        for e in (entry["error"], entry.get("noise")):
+            if e:
+                e["by_kind"] = compare.by_kind(e["per_job"], kinds)
         result["policies"][policy] = entry
         print(report_policy(policy, entry), flush=True)
     atomic_write(out / "comparison.json", lambda p: Path(p).write_text(json.dumps(result, indent=2)))
@@ -222,16 +226,22 @@ def _pct(x) -> str:
     return "-" if x is None else f"{100 * x:+.1f}%"
 
 
+def _kinds(err: dict) -> str:
+    parts = [f"{k} {100 * v['job_abs_mean']:.1f}% ({v['jobs']})" for k, v in (err.get("by_kind") or {}).items()
+             if v["job_abs_mean"] is not None]
+    return f" [{', '.join(parts)}]" if parts else ""
+
+
 def report_policy(policy: str, e: dict) -> str:
     err = e["error"]
     line = (f"{policy}: mean JCT real {err['jct_mean_measured']:.1f} s, simulated {err['jct_mean_predicted']:.1f} s "
             f"({_pct(err['jct_mean'])}); makespan real {err['makespan_measured']:.1f} s, simulated "
             f"{err['makespan_predicted']:.1f} s ({_pct(err['makespan'])}); per job |error| mean "
-            f"{100 * err['job_abs_mean']:.1f}%")
+            f"{100 * err['job_abs_mean']:.1f}%" + _kinds(err))
     if "noise" in e:
         n = e["noise"]
         line += (f"\n  host noise (the same run repeated): mean JCT {_pct(n['jct_mean'])}, makespan "
-                 f"{_pct(n['makespan'])}, per job |error| mean {100 * n['job_abs_mean']:.1f}%")
+                 f"{_pct(n['makespan'])}, per job |error| mean {100 * n['job_abs_mean']:.1f}%" + _kinds(n))
     return line
 
 

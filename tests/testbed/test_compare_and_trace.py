@@ -19,6 +19,17 @@ def test_errors_are_signed_relative_to_the_real_run_hand_worked():
     assert e["jobs"] == 2 and e["not_compared"] == []
 
 
+def test_per_job_errors_by_kind_of_job_hand_worked():
+    # data-parallel a +20%, c -10% -> (20 + 10) / 2 = 15%; PS b -25% -> 25%
+    per_job = {"a": 0.20, "b": -0.25, "c": -0.10}
+    out = compare.by_kind(per_job, {"a": "dataparallel", "b": "ps", "c": "dataparallel"})
+    assert out == {"dataparallel": {"jobs": 2, "job_abs_mean": pytest.approx(0.15)},
+                   "ps": {"jobs": 1, "job_abs_mean": pytest.approx(0.25)}}
+    table = trace.make({**cli.load_config([])["trace"], "jobs": 12}, 0, 2)
+    kinds = compare.kinds(table)
+    assert {j for j, k in kinds.items() if k == "ps"} == {r["job_id"] for r in table.to_pylist() if len(r["roles"]) == 2}
+
+
 def test_a_job_unfinished_on_one_side_is_listed_not_compared():
     e = compare.errors({"a": 12.0, "b": None}, {"a": 10.0, "b": 40.0}, 12.0, 40.0)
     assert e["jobs"] == 1 and e["not_compared"] == ["b"]
