@@ -345,7 +345,7 @@ CALIBRATE_BAD = [
     ("+nosuch=1", "nosuch: unknown key"), ("+ps.nosuch=1", "ps.nosuch: unknown key"),
     ("device=tpu", "device: must be one of"), ("start_method=thread", "start_method: must be one of"),
     ("timeout_s=0", "timeout_s: must be > 0"), ("timeout_s=abc", "timeout_s: must be a number"),
-    ("lr=-1", "lr: must be > 0"), ("plot=maybe", "plot:"), ("progress=2", "progress:"),
+    ("lr=-1", "lr: must be > 0"), ("plot=maybe", "plot:"), ("progress=2", "progress:"), ("pin=maybe", "pin:"),
     ("dataparallel.workers=[0]", "dataparallel.workers[0]: must be >= 1"),
     ("dataparallel.workers=[1000000000000]", "dataparallel.workers[0]: must be <= 1024"),
     ("dataparallel.batch=[-1]", "dataparallel.batch[0]"), ("dataparallel.steps=0", "dataparallel.steps"),
@@ -374,6 +374,21 @@ def test_calibrate_config_check_names_each_bad_key():
             with pytest.raises(ConfigError) as e:
                 check(OmegaConf.to_container(hydra_compose("config", overrides=[override]), resolve=True))
             assert needle in str(e.value) and "\n" not in str(e.value), (override, str(e.value))
+
+
+def test_calibrate_pin_with_more_threads_than_its_one_core_is_one_line():
+    from hydra import compose as hydra_compose, initialize_config_module
+    from omegaconf import OmegaConf
+
+    from clustersim.simulator.calibration.config import check
+
+    with initialize_config_module(config_module="clustersim.configs.calibrate", version_base=None):
+        for over, needle in ((["pin=true", "dataparallel.threads=2"], "dataparallel.threads: pin"),
+                             (["pin=true", "ps.threads.worker=4"], "ps.threads.worker: pin")):
+            with pytest.raises(ConfigError) as e:
+                check(OmegaConf.to_container(hydra_compose("config", overrides=over), resolve=True))
+            assert needle in str(e.value) and "\n" not in str(e.value)
+        check(OmegaConf.to_container(hydra_compose("config", overrides=["pin=true"]), resolve=True))
 
 
 def test_calibrate_command_refuses_an_unknown_key_in_one_line(tmp_path):

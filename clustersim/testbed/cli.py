@@ -46,8 +46,13 @@ def load_config(argv: list[str]) -> dict:
     unknown = [m for m in cfg["trace"]["models"] if m not in MODELS]
     if unknown:
         raise ConfigError(f"trace.models: {unknown[0]!r} is not a calibration workload ({', '.join(MODELS)})")
-    if cfg["speed"] not in ("table", "allreduce"):
-        raise ConfigError(f"speed: {cfg['speed']!r} must be table (the measured points) or allreduce (their fit)")
+    if cfg["speed"] not in ("table", "fit", "allreduce"):
+        raise ConfigError(f"speed: {cfg['speed']!r} must be table (the measured points) or fit (the calibration's "
+                          "fits; allreduce is its old name)")
+    for key in ("ps.enabled", "ps.batch", "ps.mode"):
+        if any(str(o).startswith(key + "=") for o in cfg["calibrate"]):
+            raise ConfigError(f"calibrate: {key} is set by the testbed from trace.ps_share and trace.batch "
+                              "(a synchronous PS grid at the trace's global batch)")
     if cfg["repeat"] is not None and cfg["repeat"] not in cfg["policies"]:
         raise ConfigError(f"repeat: {cfg['repeat']!r} must be one of policies {cfg['policies']}")
     return cfg
@@ -68,8 +73,10 @@ def calibrate(cfg: dict, out: Path) -> dict[str, dict]:
     from omegaconf import OmegaConf
 
     done = {}
+    ps = float(cfg["trace"]["ps_share"]) > 0     # the PS jobs' speed: a sync grid at the trace's batch
     for m in dict.fromkeys(cfg["trace"]["models"]):
-        over = [f"model={m}", f"out={out / 'calibration' / m}", "progress=false", *cfg["calibrate"]]
+        over = [f"model={m}", f"out={out / 'calibration' / m}", "progress=false", *cfg["calibrate"],
+                f"ps.enabled={str(ps).lower()}", "ps.mode=sync", f"ps.batch={int(cfg['trace']['batch'])}"]
         with initialize_config_module(config_module="clustersim.configs.calibrate", version_base=None):
             c = OmegaConf.to_container(compose("config", overrides=over), resolve=True)
         c.pop("hydra", None)
@@ -83,7 +90,8 @@ def calibrate(cfg: dict, out: Path) -> dict[str, dict]:
 def measured_speed(path: Path) -> Path:
     """The calibrated profiles with ``speed.kind: table``: the measured iterations/s (interpolated
     between measured worker counts and batches, simulator/profiles) instead of the all-reduce fit
-    to them. Beside the original, ``<name>.table.yaml``; everything else (overheads) unchanged."""
+    to them, and the measured PS grid (samples/s over (p, w)) instead of its Optimus Eq. 4 fit.
+    Beside the original, ``<name>.table.yaml``; everything else (overheads) unchanged."""
     from clustersim.simulator.calibration.write import write_profiles
 
     head = "".join(ln + "\n" for ln in path.read_text().splitlines() if ln.startswith("#"))
@@ -91,8 +99,17 @@ def measured_speed(path: Path) -> Path:
     for p in profiles.values():
         if p["speed"]["kind"] == "allreduce":
             p["speed"] = {**p["speed"], "kind": "table"}
+        elif p["speed"]["kind"] == "optimus":
+            p["speed"] = {"kind": "table", "grid": ps_grid(p["speed"]["points"])}
     return write_profiles(path.parent, profiles, head + "# speed.kind table: the measured points, for clustersim-testbed\n",
                           f"{path.stem}.table.yaml")
+
+
+def ps_grid(points: list) -> dict:
+    """Rows [p, w, samples/s] as a profile's PS grid (a p x w matrix; null where not measured)."""
+    ps, ws = sorted({r[0] for r in points}), sorted({r[1] for r in points})
+    at = {(r[0], r[1]): r[2] for r in points}
+    return {"p": ps, "w": ws, "samples_per_s": [[at.get((p, w)) for w in ws] for p in ps]}
 
 
 # ---------------------------------------------------------------------------- 2-3. the runs
@@ -104,6 +121,8 @@ def _policy(name: str, over: dict) -> dict:
 def sim_config(cfg: dict, policy: str, profiles: list[str], cores: int) -> dict:
     """The simulation's config: this host as one node of ``cores`` slots, the calibrated profiles."""
     mech = cfg["mechanism"]
+    models = list(dict.fromkeys(cfg["trace"]["models"]))
+    ps = [f"{m}_ps" for m in models] if float(cfg["trace"]["ps_share"]) > 0 else []
     return {"seed": cfg["seed"], "until": None, "progress": False, "limits": None, "observe": None,
             "trace": {"name": "testbed", "oversize": "error"},
             "cluster": {"name": "testbed", "groups": [{"count": 1, "gpus": cores, "cpus": cores, "mem": 64 * cores,
@@ -111,7 +130,7 @@ def sim_config(cfg: dict, policy: str, profiles: list[str], cores: int) -> dict:
             "policy": _policy(policy, cfg["policy"].get(policy)),
             "overhead": {"name": mech, "kind": mech, "charge_start": True},
             "profile": {"name": "testbed", "zoo": True, "files": profiles, "unknown": "error",
-                        "pool": {"gpu": list(dict.fromkeys(cfg["trace"]["models"])), "ps": []}},
+                        "pool": {"gpu": models, "ps": ps}},
             "faults": None}
 
 
@@ -172,6 +191,7 @@ def run(cfg: dict) -> dict:
     models = calibrate(cfg, out)
     table = trace.make(cfg["trace"], cfg["seed"], len(cores))
     atomic_write(out / "trace.parquet", lambda p: pq.write_table(table, p))
+    kinds = compare.kinds(table)
     profiles = [models[m]["profiles"] for m in models]
     if cfg["speed"] == "table":
         profiles = [str(measured_speed(Path(p))) for p in profiles]
@@ -186,6 +206,9 @@ def run(cfg: dict) -> dict:
         if cfg["repeat"] == policy:
             real(cfg, c, table, models, pdir / "real_repeat", cores)
             entry["noise"] = compare.runs(pdir / "real_repeat", pdir / "real")
+        for e in (entry["error"], entry.get("noise")):
+            if e:
+                e["by_kind"] = compare.by_kind(e["per_job"], kinds)
         result["policies"][policy] = entry
         print(report_policy(policy, entry), flush=True)
     atomic_write(out / "comparison.json", lambda p: Path(p).write_text(json.dumps(result, indent=2)))
@@ -203,16 +226,22 @@ def _pct(x) -> str:
     return "-" if x is None else f"{100 * x:+.1f}%"
 
 
+def _kinds(err: dict) -> str:
+    parts = [f"{k} {100 * v['job_abs_mean']:.1f}% ({v['jobs']})" for k, v in (err.get("by_kind") or {}).items()
+             if v["job_abs_mean"] is not None]
+    return f" [{', '.join(parts)}]" if parts else ""
+
+
 def report_policy(policy: str, e: dict) -> str:
     err = e["error"]
     line = (f"{policy}: mean JCT real {err['jct_mean_measured']:.1f} s, simulated {err['jct_mean_predicted']:.1f} s "
             f"({_pct(err['jct_mean'])}); makespan real {err['makespan_measured']:.1f} s, simulated "
             f"{err['makespan_predicted']:.1f} s ({_pct(err['makespan'])}); per job |error| mean "
-            f"{100 * err['job_abs_mean']:.1f}%")
+            f"{100 * err['job_abs_mean']:.1f}%" + _kinds(err))
     if "noise" in e:
         n = e["noise"]
         line += (f"\n  host noise (the same run repeated): mean JCT {_pct(n['jct_mean'])}, makespan "
-                 f"{_pct(n['makespan'])}, per job |error| mean {100 * n['job_abs_mean']:.1f}%")
+                 f"{_pct(n['makespan'])}, per job |error| mean {100 * n['job_abs_mean']:.1f}%" + _kinds(n))
     return line
 
 

@@ -4,7 +4,8 @@ Errors are relative, signed (predicted - measured) / measured, so + means the si
 - per job: its JCT (end - submit);
 - ``jct_mean``: the mean JCT over the jobs both runs finished;
 - ``makespan``: the first submission to the last end (summary.json's ``makespan``);
-- ``job_abs_mean``: the mean of the per-job absolute errors.
+- ``job_abs_mean``: the mean of the per-job absolute errors;
+- ``by_kind``: that mean over each kind of job (data-parallel, parameter-server) apart.
 The host's noise is the same arithmetic between two real runs of the same trace and policy: a
 simulator cannot be told apart from reality by errors smaller than that.
 """
@@ -47,3 +48,18 @@ def runs(predicted_dir: Path, measured_dir: Path) -> dict:
     """``errors`` of the run in ``predicted_dir`` against the one in ``measured_dir``."""
     ms = [json.loads((Path(d) / "summary.json").read_text())["makespan"] for d in (predicted_dir, measured_dir)]
     return errors(jcts(predicted_dir), jcts(measured_dir), *ms)
+
+
+def by_kind(per_job: dict[str, float], kinds: dict[str, str]) -> dict[str, dict]:
+    """The per-job absolute errors' mean and count for each kind of job (``kinds``: job -> kind)."""
+    out = {}
+    for kind in sorted(set(kinds.values())):
+        errs = [abs(e) for j, e in per_job.items() if kinds.get(j) == kind]
+        out[kind] = {"jobs": len(errs), "job_abs_mean": float(np.mean(errs)) if errs else None}
+    return out
+
+
+def kinds(trace_table) -> dict[str, str]:
+    """job -> ``ps`` (it has a ``ps`` role) or ``dataparallel``, from a canonical job table."""
+    rows = trace_table.select(["job_id", "roles"]).to_pylist()
+    return {r["job_id"]: "ps" if any(x["name"] == "ps" for x in r["roles"]) else "dataparallel" for r in rows}

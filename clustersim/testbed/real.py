@@ -18,6 +18,9 @@ engine has applied a decision, ``Tasks`` carries it out for real: stops first (e
 and exits, freeing its cores), then the starts, resumes and rescales, by ``mechanism``:
 ``stop_resume`` (checkpoint, exit, relaunch at the new size, restore) or ``stop_free`` (EDL §4.2:
 newcomers prepare while the job trains; the group re-forms after one agreed iteration).
+A parameter-server job (a ``ps`` role) runs its PS as the lowest ranks of each generation; a
+stop-free rescale changes its workers only, and a change of its PS count is carried out as a
+stop-resume (its shards are re-cut from the checkpoint) whatever the mechanism.
 
 The time a change cost a job (``overhead_s`` of its event and of the job) is measured: from the
 decision to the first iteration of the new generation (starts, resumes, stop-resume rescales), or
@@ -78,13 +81,16 @@ class Tasks:
         check_every = max(1, int(round(rate * self.check_s)))    # a command is read every ~check_s seconds
         self.jobs[job_id] = _Job({"model": model, "batch": int(batch), "target": int(iterations), "lr": self.lr,
                                   "ckpt": str(self.workdir / f"{job_id}.pt"), "report_s": self.report_s,
-                                  "check_every": check_every})
+                                  "check_every": check_every, "ps": 0})
 
     # --- actions
-    def start(self, job_id: str, n: int) -> None:
-        """Launch generation g+1 with ``n`` tasks; they restore the checkpoint if there is one."""
+    def start(self, job_id: str, n: int, ps: int = 0) -> None:
+        """Launch generation g+1 with ``n`` tasks, of which ``ps`` parameter servers (ranks
+        0..ps-1; 0: a data-parallel job); they restore the checkpoint if there is one."""
         j = self.jobs[job_id]
-        j.gen, j.world = j.gen + 1, n
+        if not 0 <= ps < n:
+            raise ValueError(f"testbed: job {job_id!r} needs a worker besides its {ps} PS, got {n} tasks")
+        j.gen, j.world, j.spec["ps"] = j.gen + 1, n, int(ps)
         j.started = j.gen
         for rank in range(n):
             self._launch(j, job_id, rank, newcomer=False)
@@ -111,7 +117,8 @@ class Tasks:
         return j.saved
 
     def resize(self, job_id: str, n_new: int) -> None:
-        """Stop-free: scale out (newcomers prepare, then join) or in (leaving ranks exit)."""
+        """Stop-free: scale out (newcomers prepare, then join) or in (leaving ranks exit) to
+        ``n_new`` tasks. A PS job's PS (the lowest ranks) stay: only its workers come and go."""
         j = self.jobs[job_id]
         n_old = j.world
         self._command(j, job_id, {"op": "resize", "world": n_new, "old_world": n_old, "gen": j.gen + 1})
@@ -211,8 +218,10 @@ def _td(seconds: float):
     return timedelta(seconds=seconds)
 
 
-def workers(alloc) -> int:
-    return task_counts(alloc).get("worker", 0) if alloc else 0
+def tasks_of(alloc) -> tuple[int, int]:
+    """(tasks, of which parameter servers) of an allocation."""
+    counts = task_counts(alloc) if alloc else {}
+    return counts.get("worker", 0) + counts.get("ps", 0), counts.get("ps", 0)
 
 
 class Reported(Progress):
@@ -276,21 +285,21 @@ class TestbedEngine(Engine):
 
     def _carry_out(self, st: JobState, change, old, new, row, decided: float) -> None:
         job, t = st.spec.job_id, self.tasks
-        n_old, n_new = workers(old), workers(new)
+        (n_old, p_old), (n_new, p_new) = tasks_of(old), tasks_of(new)
         if change is Change.STOP:
             self._settle(st, stopping=True)           # a start cut short costs the time since its decision
             st.progress = min(t.stop(job), st.spec.total_work)
             return
         if change in (Change.START, Change.RESUME):
-            t.start(job, n_new)
+            t.start(job, n_new, p_new)
             kind = "first"
-        elif self.mechanism == "stop_free":
+        elif self.mechanism == "stop_free" and p_old == p_new:
             t.resize(job, n_new)
             kind = "switch"
-        else:
+        else:                                     # stop-resume; also a change of a PS job's PS count
             self._settle(st, stopping=True)
             st.progress = min(t.stop(job), st.spec.total_work)
-            t.start(job, n_new)
+            t.start(job, n_new, p_new)
             kind = "first"
         self._awaiting[job] = (row, decided, t.jobs[job].gen, kind)
         st.busy_until = math.inf                  # reconfiguring (JobView) until the new group trains

@@ -40,6 +40,7 @@ class CalibrateConfig:
     lr: Positive = 0.01
     progress: bool | None = None
     plot: bool = True
+    pin: bool = False
 
 
 @dataclass(frozen=True)
@@ -122,6 +123,11 @@ def check(cfg: dict) -> dict:
             raise ConfigError(f"{section}: must be a mapping of keys, got {c[section]!r}")
         check_params(schema, c[section], f"{section}.{{}}")
     check_params(PSThreads, c["ps"].get("threads") or {}, "ps.threads.{}")
+    if c.get("pin"):   # a pinned process has one core: more threads would share it
+        for where, t in (("dataparallel.threads", c["dataparallel"].get("threads", 1)),
+                         *((f"ps.threads.{r}", v) for r, v in (c["ps"].get("threads") or {}).items())):
+            if int(t) != 1:
+                raise ConfigError(f"{where}: pin runs each process on one core, so it needs 1 thread, got {t}")
     for i, pair in enumerate(c["overhead"].get("sizes") or []):
         if len(pair) != 2 or not pair[0] < pair[1]:
             raise ConfigError(f"overhead.sizes[{i}]: a rescale n -> n' needs [n, n'] with 1 <= n < n', got {pair}")

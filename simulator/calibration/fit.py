@@ -156,30 +156,51 @@ def fit_convergence(losses: list[float], train_fraction: float, threshold: float
 
 
 def fit_overhead(records: list[dict]) -> dict:
-    """``ModelCosts`` from the measured rescales: each cost the mean over sizes (EDL §6.1 finds the
-    size's influence negligible); held out: each size's pause predicted by the other sizes' mean."""
+    """``ModelCosts`` from the measured rescales, each cost the median over sizes and repeats (EDL
+    §6.1 finds the size's influence negligible; the median, because a start on a loaded host
+    varies threefold and one slow start would move a mean):
+
+    - ``launch_s``: a fresh start, from the launch of the processes to their first iteration
+      (what a testbed start costs, decision to first iteration): the stop-resume relaunches,
+      ``pause_s - save_s - exit_s``, of n' (scale-outs) and of n processes (scale-ins);
+    - ``stop_resume_s``: the stop-resume pause, scale-outs and scale-ins alike (``ModelCosts``
+      has one figure for every stop-resume change; each direction's median is reported);
+    - ``stop_free_prepare_s``, ``stop_free_pause_s``: the stop-free scale-outs;
+    - ``scale_in_s``: the stop-free scale-ins, command to the new group trained (graceful exit).
+
+    Held out: each size's (and direction's) pause predicted by the median of the others."""
     sr = [r for r in records if r["mechanism"] == "stop_resume"]
-    sf = [r for r in records if r["mechanism"] == "stop_free"]
-    mean = lambda rs, k: float(np.mean([r[k] for r in rs]))  # noqa: E731
-    costs = {}
+    sf = [r for r in records if r["mechanism"] == "stop_free" and r["n_new"] > r["n_old"]]
+    sf_in = [r for r in records if r["mechanism"] == "stop_free" and r["n_new"] < r["n_old"]]
+    med = lambda values: float(np.median(values))  # noqa: E731
+    costs, by_direction = {}, {}
     if sr:
-        costs.update(launch_s=mean(sr, "launch_s"), stop_resume_s=mean(sr, "pause_s"),
-                     checkpoint_gb=mean(sr, "checkpoint_gb"))
+        costs.update(launch_s=med([r["pause_s"] - r["save_s"] - r["exit_s"] for r in sr]),
+                     stop_resume_s=med([r["pause_s"] for r in sr]), checkpoint_gb=med([r["checkpoint_gb"] for r in sr]))
+        for name, keep in (("scale_out", lambda r: r["n_new"] > r["n_old"]), ("scale_in", lambda r: r["n_new"] < r["n_old"])):
+            pauses = [r["pause_s"] for r in sr if keep(r)]
+            if pauses:
+                by_direction[name] = med(pauses)
     if sf:
-        costs.update(stop_free_prepare_s=mean(sf, "prepare_s"), stop_free_pause_s=mean(sf, "pause_s"))
+        costs.update(stop_free_prepare_s=med([r["prepare_s"] for r in sf]),
+                     stop_free_pause_s=med([r["pause_s"] for r in sf]))
+    if sf_in:
+        costs["scale_in_s"] = med([r["scale_in_s"] for r in sf_in])
     ModelCosts.from_dict(costs, "calibrated overhead")          # the simulator's own validation
-    out = {"costs": costs, "not_measured": ["scale_in_s"], "heldout": {}}
-    for name, rs in (("stop_resume_s", sr), ("stop_free_pause_s", sf)):
+    out = {"costs": costs, "not_measured": [] if sf_in else ["scale_in_s"], "heldout": {},
+           "stop_resume_s_by_direction": by_direction}
+    for name, rs, k in (("stop_resume_s", sr, "pause_s"), ("stop_free_pause_s", sf, "pause_s"),
+                        ("scale_in_s", sf_in, "scale_in_s")):
         sizes = sorted({(r["n_old"], r["n_new"]) for r in rs})
         if len(sizes) < 2:
             out["heldout"][name] = {"error": None, "reason": "one size measured: nothing to hold out"}
             continue
         errs = []
-        for s in sizes:
-            test = [r["pause_s"] for r in rs if (r["n_old"], r["n_new"]) == s]
-            train = [r["pause_s"] for r in rs if (r["n_old"], r["n_new"]) != s]
-            errs += [abs(np.mean(train) - t) / t for t in test]
-        out["heldout"][name] = {"error": float(np.mean(errs)), "sizes": [list(s) for s in sizes]}
+        for size in sizes:
+            test = [r[k] for r in rs if (r["n_old"], r["n_new"]) == size]
+            train = [r[k] for r in rs if (r["n_old"], r["n_new"]) != size]
+            errs += [abs(med(train) - t) / t for t in test]
+        out["heldout"][name] = {"error": float(np.mean(errs)), "sizes": [list(size) for size in sizes]}
     return out
 
 

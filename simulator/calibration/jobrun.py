@@ -1,9 +1,13 @@
-"""One task of a testbed job: a data-parallel worker that trains until its job's work is done or
-the scheduler tells it to stop or rescale (``clustersim-testbed``, clustersim/testbed/).
+"""One task of a testbed job: a data-parallel worker, or a parameter server or worker of a PS job,
+that trains until its job's work is done or the scheduler tells it to stop or rescale
+(``clustersim-testbed``, clustersim/testbed/).
 
-The worker is the calibration's rescale ``Trainer`` (model, SGD, one all-reduce of the flat
-gradient per iteration): one piece of training code for calibrating and for the testbed. The
-job keeps its global batch fixed, so a worker of a job of n computes ``batch / n`` samples.
+A data-parallel worker is the calibration's rescale ``Trainer`` (model, SGD, one all-reduce of
+the flat gradient per iteration). A PS job (``spec["ps"]`` = p > 0) runs the calibration's PS
+sweep iteration (simulator/calibration/ps.py ``Server`` and ``Worker``, synchronous, Optimus
+Eq. 4): ranks 0..p-1 hold the parameter shards, the workers push gradients and pull parameters.
+One piece of training code for calibrating and for the testbed. A job keeps its global batch
+fixed, so each of its n workers computes ``batch / n`` samples.
 
 A job runs in *generations*: the group of one size between two changes. Each task is a fresh
 spawned Python (its start is part of what a start, resume or stop-resume costs), pinned to one
@@ -14,12 +18,15 @@ after the same iteration (EDL §4.2's agreed switch point). It does so every ``c
 iterations (about every 50 ms at the job's speed: a check per iteration would slow a fast model's
 millisecond iterations by the store's round trip):
 
-- ``stop``: rank 0 saves a checkpoint (model, optimizer, iteration; written whole, then renamed),
-  every task exits; a later generation restores it (a resume, or a stop-resume rescale);
+- ``stop``: rank 0 saves a checkpoint (model, optimizer, iteration; written whole, then renamed;
+  a PS job's rank 0, PS 0, first gathers the other shards), every task exits; a later generation
+  restores it (a resume, or a stop-resume rescale, which may change a PS job's p);
 - ``resize`` to n' (stop-free, EDL §4.2): for a scale-out the scheduler has launched the
   newcomers, which build model and data and report ready while the old ranks keep training;
   rank 0 switches once all are ready. For a scale-in the leaving ranks exit at once (a graceful
-  exit). The remaining and new ranks form generation g+1 and rank 0 broadcasts the parameters;
+  exit). The remaining and new ranks form generation g+1 and rank 0 broadcasts the parameters
+  (a PS job's PS send their shards to every worker, the pull that also starts every generation;
+  its stop-free rescales change the workers only: ranks 0..p-1 stay);
 - the job's work is done: rank 0 reports it and every task exits.
 
 Rank 0 reports to the store ``<job>/it`` (iterations done and when, at most every ``report_s``),
@@ -39,25 +46,93 @@ RUN, STOP, RESIZE, DONE = 0.0, 1.0, 2.0, 3.0
 def task(job: str, gen: int, rank: int, world: int, spec: dict, newcomer: bool, store_port: int,
          timeout: float) -> None:
     """Run one task of ``job`` (rank ``rank`` of ``world`` in generation ``gen``)."""
-    import torch
-
-    from clustersim.simulator.calibration.rescale import Trainer, client, join_group
+    from clustersim.simulator.calibration.rescale import client, join_group
 
     os.sched_setaffinity(0, {int(spec["core"])})
     st = client(store_port, timeout)
-    cfg = {"overhead": {"threads": 1, "batch": 1}, "model": spec["model"], "lr": spec["lr"]}
-    tr = Trainer(cfg, rank, "cpu")                       # model and data: a newcomer's preparation
+    p = int(spec.get("ps", 0))
+    tr = PSTask(spec, rank, p) if p else _trainer(spec, rank)   # model and data: a newcomer's preparation
     if newcomer:
         st.add(f"{job}/g{gen}/ready", 1)
     join_group(st, f"{job}/g{gen}/", "gloo", rank, world, timeout)
     if newcomer:
         _receive(tr)                                     # the running ranks' parameters and iteration
-    elif os.path.exists(spec["ckpt"]):                  # a resume or a stop-resume rescale: restore
-        state = torch.load(spec["ckpt"])
-        tr.wl.model.load_state_dict(state["model"])
-        tr.opt.load_state_dict(state["optimizer"])
-        tr.it = int(state["iteration"])
+    else:
+        if os.path.exists(spec["ckpt"]):                # a resume or a stop-resume rescale: restore
+            tr.restore(spec["ckpt"])
+        if p:
+            _receive(tr)                                 # the workers pull the PS's parameters
     _train(tr, st, job, gen, rank, world, spec, timeout)
+
+
+def _trainer(spec: dict, rank: int):
+    from clustersim.simulator.calibration.rescale import Trainer
+
+    return Trainer({"overhead": {"threads": 1, "batch": 1}, "model": spec["model"], "lr": spec["lr"]}, rank, "cpu")
+
+
+class PSTask:
+    """A task of a synchronous PS job: PS k (rank k < p) or worker i (rank p + i), the PS sweep's
+    own ``Server``/``Worker`` iterations (simulator/calibration/ps.py) with the interface of the
+    data-parallel ``Trainer`` that ``_train`` drives (``step``, ``broadcast``, ``it``, ``batch``)."""
+
+    def __init__(self, spec: dict, rank: int, p: int):
+        import torch
+
+        from clustersim.simulator.calibration import ps, workloads
+
+        torch.set_num_threads(1)
+        wl = workloads.build(spec["model"])
+        self.rank, self.p, self.it, self.batch = rank, p, 0, 1
+        self.server = ps.Server(wl, rank, p, float(spec["lr"])) if rank < p else None
+        self.worker = None if self.server else ps.Worker(wl, p)
+
+    def step(self, world: int) -> None:
+        if self.server:
+            self.server.sync_step(world - self.p)
+        else:
+            self.worker.step(self.it, self.batch, (self.rank - self.p) * self.batch)
+        self.it += 1
+
+    def broadcast(self) -> None:
+        """The parameters to every worker: each PS sends its shard, each worker pulls them all."""
+        import torch.distributed as dist
+
+        if self.server:
+            self.server.send(dist.get_world_size() - self.p)
+        else:
+            self.worker.pull()
+
+    def save(self, path: str) -> None:
+        """Every PS: its shard to PS 0, which writes the whole parameters and the iteration."""
+        import torch
+        import torch.distributed as dist
+
+        if not self.server:
+            return
+        if self.rank:
+            dist.send(self.server.theta, dst=0)
+            return
+        from clustersim.simulator.calibration.ps import shards
+
+        bounds = shards(self.server.total, self.p)
+        flat = torch.empty(self.server.total)
+        flat[bounds[0][0]:bounds[0][1]] = self.server.theta
+        for k in range(1, self.p):
+            lo, hi = bounds[k]
+            dist.recv(flat[lo:hi], src=k)
+        from clustersim.simulator.calibration.rescale import write_checkpoint
+        write_checkpoint(path, {"params": flat, "iteration": self.it})
+
+    def restore(self, path: str) -> None:
+        """The iteration and, on a PS, its shard of the saved parameters (p may have changed)."""
+        import torch
+
+        state = torch.load(path)
+        self.it = int(state["iteration"])
+        if self.server:
+            s = self.server
+            s.theta = state["params"][s.lo:s.hi].clone()
 
 
 def _train(tr, st, job: str, gen: int, rank: int, world: int, spec: dict, timeout: float) -> None:
@@ -67,13 +142,13 @@ def _train(tr, st, job: str, gen: int, rank: int, world: int, spec: dict, timeou
     from clustersim.simulator.calibration.rescale import join_group
 
     target, report_s, seen = int(spec["target"]), float(spec["report_s"]), int(spec["commands_seen"])
-    every = int(spec["check_every"])
+    every, p = int(spec["check_every"]), int(spec.get("ps", 0))
     flag = torch.zeros(3, dtype=torch.float64)
     last_report = 0.0
     if rank == 0:                                        # rank 0 is never a newcomer
         st.set(f"{job}/g{gen}/first", json.dumps({"t": time.monotonic(), "it": tr.it}))
     while True:
-        tr.batch = max(1, int(spec["batch"]) // world)
+        tr.batch = max(1, int(spec["batch"]) // (world - p))     # the workers share the global batch
         tr.step(world)
         if tr.it % every and tr.it < target:
             continue                                     # every rank knows when the next check is
@@ -93,11 +168,8 @@ def _train(tr, st, job: str, gen: int, rank: int, world: int, spec: dict, timeou
                 st.set(f"{job}/done", json.dumps({"it": tr.it, "t": t_stop}))
             return
         if op == STOP:
+            tr.save(spec["ckpt"])                        # every rank: a PS job gathers its shards
             if rank == 0:
-                tmp = spec["ckpt"] + ".tmp"
-                torch.save({"model": tr.wl.model.state_dict(), "optimizer": tr.opt.state_dict(),
-                            "iteration": tr.it}, tmp)
-                os.replace(tmp, spec["ckpt"])
                 st.set(f"{job}/g{gen}/exit", json.dumps({"it": tr.it, "t_stop": t_stop, "t_saved": time.monotonic()}))
             dist.barrier()
             return

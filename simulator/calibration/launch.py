@@ -82,6 +82,15 @@ def _pool_task(rank: int, fn, *args) -> None:
     exit_after(fn, rank, *args)
 
 
+def pin(rank: int) -> int:
+    """Run this process on one core: the ``rank``-th (modulo their count) of the cores it may use,
+    as the testbed pins each task (clustersim/testbed/real.py). Returns the core."""
+    cores = sorted(os.sched_getaffinity(0))
+    core = cores[rank % len(cores)]
+    os.sched_setaffinity(0, {core})
+    return core
+
+
 def local_device(kind: str, rank: int) -> torch.device:
     """One GPU per process, round robin over this host's GPUs; the CPU otherwise."""
     if kind == "cuda":

@@ -15,7 +15,8 @@ slowest worker's), steps/s, and the cores each PS and each worker used (CPU time
 The grid is measured ``repeats`` times in rounds, each round in a fresh seeded random order and
 each measurement a window of ``steps`` iterations after ``warmup``: load from elsewhere on the host
 that comes and goes then spreads over all points instead of hitting a few consecutive ones. A
-point's speed is the median of its rounds; every round is stored as it is measured.
+point's speed is the median of its rounds; every round is stored as it is measured. With ``pin``
+rank r runs on one core (launch.pin: the r-th this process may use, modulo their count).
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ KIND = "ps"
 def key(cfg: dict, p: int, w: int, round_: int) -> str:
     s = cfg["ps"]
     return point_key(KIND, p=p, w=w, round=round_, mode=s["mode"], batch=s["batch"], steps=s["steps"],
-                     warmup=s["warmup"], threads=s["threads"], model=cfg["model"])
+                     warmup=s["warmup"], threads=s["threads"], model=cfg["model"], **({"pin": True} if cfg.get("pin") else {}))
 
 
 def points(cfg: dict) -> list[tuple[int, int]]:
@@ -93,6 +94,8 @@ def _rank(rank: int, world: int, todo: list, cfg: dict, init: str, store_path: s
     from clustersim.simulator.calibration import launch, workloads
 
     s = cfg["ps"]
+    if cfg.get("pin"):
+        launch.pin(rank)
     launch.init_group("gloo", init, rank, world, cfg["timeout_s"])
     wl = workloads.build(cfg["model"])
     store = PointStore(store_path) if rank == 0 else None
@@ -150,59 +153,118 @@ def shards(total: int, p: int) -> list[tuple[int, int]]:
 
 def _serve(wl, k: int, p: int, w: int, s: dict, lr: float) -> tuple[float, float, float]:
     """PS k: serve ``warmup + steps`` iterations of w workers; cores used in the measured part."""
-    import torch
-    import torch.distributed as dist
-
     from clustersim.simulator.calibration.launch import CpuMeter
 
-    flat = torch.cat([q.detach().reshape(-1) for q in wl.model.parameters()])
-    lo, hi = shards(flat.numel(), p)[k]
-    theta = flat[lo:hi].clone()
+    server = Server(wl, k, p, lr)
     warmup, steps = int(s["warmup"]), int(s["steps"])
     meter = CpuMeter()
     if s["mode"] == "sync":
-        bufs = [torch.empty_like(theta) for _ in range(w)]
         for it in range(warmup + steps):
             if it == warmup:
                 meter = CpuMeter()
-            for r in [dist.irecv(bufs[i], src=p + i) for i in range(w)]:
-                r.wait()
-            theta -= lr * torch.stack(bufs).mean(0)
-            out = theta.clone()
-            for r in [dist.isend(out, dst=p + i) for i in range(w)]:
-                r.wait()
+            server.sync_step(w)
     else:
-        buf = torch.empty_like(theta)
         for it in range(w * (warmup + steps)):
             if it == w * warmup:
                 meter = CpuMeter()
-            src = dist.recv(buf)                  # any worker
-            theta -= lr * buf
-            dist.isend(theta.clone(), dst=src).wait()
+            server.async_step()
     return meter.cores(), 0.0, 0.0
 
 
 def _work(wl, i: int, p: int, m: int, s: dict) -> tuple[float, float, float]:
     """Worker i: ``warmup + steps`` iterations; (cores, samples, seconds) of the measured part."""
-    import torch
-    import torch.distributed as dist
+    from clustersim.simulator.calibration.launch import CpuMeter
 
-    from clustersim.simulator.calibration.launch import CpuMeter, flat_grad, set_flat
-
-    bounds = shards(wl.parameter_count(), p)
-    params = torch.empty(wl.parameter_count())
+    worker = Worker(wl, p)
     warmup, steps = int(s["warmup"]), int(s["steps"])
     meter, t0 = CpuMeter(), time.perf_counter()
     for it in range(warmup + steps):
         if it == warmup:
             meter, t0 = CpuMeter(), time.perf_counter()
-        x, y = wl.batch(it, m, offset=i * m)
+        worker.step(it, m, i * m)
+    return meter.cores(), float(steps * m), time.perf_counter() - t0
+
+
+class Server:
+    """PS k of p: shard k of the flattened parameters (``shards``), updated by plain SGD. In a
+    group the PS are ranks 0..p-1 and the workers ranks p, p+1, ... (the sweep and the testbed
+    job, simulator/calibration/jobrun.py, run these same iterations)."""
+
+    def __init__(self, wl, k: int, p: int, lr: float):
+        import torch
+
+        flat = torch.cat([q.detach().reshape(-1) for q in wl.model.parameters()])
+        self.k, self.p, self.lr, self.total = k, p, lr, flat.numel()
+        self.lo, self.hi = shards(self.total, p)[k]
+        self.theta = flat[self.lo:self.hi].clone()
+
+    def sync_step(self, w: int) -> None:
+        """Optimus Eq. 4: wait for the gradients of all w workers, apply their mean, send the
+        new shard to every worker."""
+        import torch
+        import torch.distributed as dist
+
+        bufs = [torch.empty_like(self.theta) for _ in range(w)]
+        for r in [dist.irecv(bufs[i], src=self.p + i) for i in range(w)]:
+            r.wait()
+        self.theta -= self.lr * torch.stack(bufs).mean(0)
+        self.send(w)
+
+    def async_step(self) -> None:
+        """Optimus Eq. 3: apply one gradient as it arrives (any worker), send the shard back."""
+        import torch
+        import torch.distributed as dist
+
+        buf = torch.empty_like(self.theta)
+        src = dist.recv(buf)
+        self.theta -= self.lr * buf
+        dist.isend(self.theta.clone(), dst=src).wait()
+
+    def send(self, w: int) -> None:
+        """The shard to each of the w workers (what their pull receives)."""
+        import torch.distributed as dist
+
+        out = self.theta.clone()
+        for r in [dist.isend(out, dst=self.p + i) for i in range(w)]:
+            r.wait()
+
+
+class Worker:
+    """A worker of p PS: forward and backward on its batch, push shard k of the gradient to PS k
+    for every k, pull every shard of the new parameters (receives posted before the sends)."""
+
+    def __init__(self, wl, p: int):
+        import torch
+
+        self.wl, self.p = wl, p
+        self.bounds = shards(wl.parameter_count(), p)
+        self.params = torch.empty(wl.parameter_count())
+
+    def step(self, it: int, m: int, offset: int) -> None:
+        """One iteration on samples ``offset + it·m`` onwards (``m`` of them)."""
+        import torch.distributed as dist
+
+        from clustersim.simulator.calibration.launch import flat_grad
+
+        wl = self.wl
+        x, y = wl.batch(it, m, offset=offset)
         wl.model.zero_grad(set_to_none=False)
         wl.loss(wl.model(*x), y).backward()
         g = flat_grad(wl.model)
-        reqs = [dist.irecv(params[lo:hi], src=k) for k, (lo, hi) in enumerate(bounds)]
-        reqs += [dist.isend(g[lo:hi], dst=k) for k, (lo, hi) in enumerate(bounds)]
+        reqs = [dist.irecv(self.params[lo:hi], src=k) for k, (lo, hi) in enumerate(self.bounds)]
+        reqs += [dist.isend(g[lo:hi], dst=k) for k, (lo, hi) in enumerate(self.bounds)]
         for r in reqs:
             r.wait()
-        set_flat(wl.model, params)
-    return meter.cores(), float(steps * m), time.perf_counter() - t0
+        self._apply()
+
+    def pull(self) -> None:
+        """Every shard of the parameters, without a push (a generation's start)."""
+        import torch.distributed as dist
+
+        for r in [dist.irecv(self.params[lo:hi], src=k) for k, (lo, hi) in enumerate(self.bounds)]:
+            r.wait()
+        self._apply()
+
+    def _apply(self) -> None:
+        from clustersim.simulator.calibration.launch import set_flat
+        set_flat(self.wl.model, self.params)

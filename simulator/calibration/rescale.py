@@ -1,4 +1,4 @@
-"""Real rescales of a data-parallel job from n to n' > n workers, with both mechanisms.
+"""Real rescales of a data-parallel job from n to n' > n workers and back, with both mechanisms.
 
 Timestamps are wall-clock (``time.time()``, one host); the driver (this process) hosts a
 ``TCPStore`` the tasks report through and rendezvous on (one key prefix per group, so no port
@@ -18,6 +18,13 @@ the same iteration (EDL's future timestamp). Then the group re-forms with n' mem
 0 broadcasts the parameters (one worker broadcasts, EDL §4.2). pause = first iteration start
 in the new group - end of the last iteration in the old one; prepare = newcomers' launch to
 ready. Measured too: the running workers' iteration time before and during the preparation.
+
+Each size [n, n'] is also measured as a scale-in n' -> n. stop-resume: the same run with the
+sizes swapped. stop-free (EDL §4.2's graceful exit): the driver tells the n' running workers to
+shrink; all switch after the same iteration, the leaving n' - n exit at once and the remaining n
+re-form the group and rank 0 broadcasts. scale_in_s = the command to the later of the remaining
+group's first iteration and the last leaving worker's exit (EDL Table 3's "graceful exit, end to
+end"); pause = as for a scale-out.
 
 The processes whose start is measured (the stop-resume relaunch, the stop-free newcomers) are
 spawned: a fresh Python that imports torch, as a relaunched task is. The workers running before
@@ -47,12 +54,15 @@ def key(cfg: dict, mechanism: str, n_old: int, n_new: int, repeat: int) -> str:
 
 
 def points(cfg: dict) -> list[tuple[str, int, int, int]]:
+    """(mechanism, n_old, n_new, repeat): each size [n, n'] as a scale-out n -> n' and a scale-in
+    n' -> n, with both mechanisms."""
     o = cfg["overhead"]
     out = []
     for n_old, n_new in o["sizes"]:
         if not 1 <= int(n_old) < int(n_new):
             raise ValueError(f"overhead.sizes: need 1 <= n < n' (a scale-out), got {[n_old, n_new]}")
-        out += [(m, int(n_old), int(n_new), r) for r in range(int(o["repeats"])) for m in MECHANISMS]
+        for a, b in ((int(n_old), int(n_new)), (int(n_new), int(n_old))):
+            out += [(m, a, b, r) for r in range(int(o["repeats"])) for m in MECHANISMS]
     return out
 
 
@@ -66,7 +76,7 @@ def measure(cfg: dict, store_path: str, progress: bool = False) -> list[dict]:
     todo = [pt for pt in points(cfg) if key(cfg, *pt) not in store]
     for mech, n_old, n_new, rep in tqdm(todo, desc="calibrate rescale", unit="rescale", disable=not progress):
         kind, backend = device_for(cfg["device"], n_new)
-        run = stop_resume if mech == "stop_resume" else stop_free
+        run = stop_resume if mech == "stop_resume" else stop_free if n_new > n_old else stop_free_in
         rec = run(cfg, n_old, n_new, kind, backend, Path(store_path).parent)
         store.add(key(cfg, mech, n_old, n_new, rep), {"kind": KIND, "mechanism": mech, "n_old": n_old,
                                                        "n_new": n_new, "repeat": rep, "device": kind, **rec})
@@ -174,6 +184,24 @@ def stop_free(cfg: dict, n_old: int, n_new: int, kind: str, backend: str, workdi
             "steps_during_prepare": old[0]["steps_prepare"]}
 
 
+def stop_free_in(cfg: dict, n_old: int, n_new: int, kind: str, backend: str, workdir: Path) -> dict:
+    """A graceful scale-in n_old -> n_new < n_old (see the module's docstring)."""
+    drv = _Driver(cfg, kind)
+    for r in range(n_old):
+        drv.launch(_in_old, r, n_old, n_new, kind, backend, fresh=False)
+    drv.serve()
+    drv.wait_counter("steps", int(cfg["overhead"]["pre_steps"]))
+    t_command = time.time()
+    drv.store.add("leave", 1)
+    drv.join()
+    old = [drv.result(f"old/{r}") for r in range(n_old)]
+    stay, leave = old[:n_new], old[n_new:]
+    t_stop = min(x["t_stop"] for x in old)
+    return {"pause_s": max(x["t_resume"] for x in stay) - t_stop,
+            "scale_in_s": max([x["t_resume"] for x in stay] + [x["t_left"] for x in leave]) - t_command,
+            "step_s": old[0]["step_s"]}
+
+
 # ---------------------------------------------------------------------------- the tasks
 def _td(seconds: float):
     from datetime import timedelta
@@ -191,6 +219,15 @@ def join_group(st, group: str, backend: str, rank: int, world: int, timeout: flo
 
     from clustersim.simulator.calibration.launch import init_group
     init_group(backend, None, rank, world, timeout, store=dist.PrefixStore(group, st))
+
+
+def write_checkpoint(path: str, state: dict) -> None:
+    """A checkpoint written whole: to a temporary file, then renamed over the old one."""
+    import torch
+
+    tmp = path + ".tmp"
+    torch.save(state, tmp)
+    os.replace(tmp, path)
 
 
 class Trainer:
@@ -221,6 +258,19 @@ class Trainer:
         set_flat(self.wl.model, g / world, "grad")
         self.opt.step()
         self.it += 1
+
+    def save(self, path: str) -> None:
+        """Rank 0 writes model, optimizer and iteration (a testbed job's checkpoint, jobrun.py)."""
+        if self.rank == 0:
+            write_checkpoint(path, {"model": self.wl.model.state_dict(), "optimizer": self.opt.state_dict(), "iteration": self.it})
+
+    def restore(self, path: str) -> None:
+        import torch
+
+        state = torch.load(path, map_location=self.device)
+        self.wl.model.load_state_dict(state["model"])
+        self.opt.load_state_dict(state["optimizer"])
+        self.it = int(state["iteration"])
 
     def broadcast(self) -> None:
         import torch
@@ -309,6 +359,37 @@ def _free_old(rank, n_old, n_new, kind, backend, store_port, cfg) -> None:
     dist.destroy_process_group()
     st.set(f"old/{rank}", json.dumps({"t_stop": t_stop, "t_resume": t_resume, "step_s": step_s,
                                       "step_s_prepare": prepare_step_s, "steps_prepare": steps}))
+
+
+def _in_old(rank, n_old, n_new, kind, backend, store_port, cfg) -> None:
+    import torch
+    import torch.distributed as dist
+
+    o, st = cfg["overhead"], client(store_port, cfg["timeout_s"])
+    join_group(st, "a/", backend, rank, n_old, cfg["timeout_s"])
+    tr = Trainer(cfg, rank, kind)
+    step_s = tr.train(n_old, int(o["pre_steps"]))
+    if rank == 0:
+        st.add("steps", int(o["pre_steps"]))      # the driver sends the scale-in now
+    flag = torch.zeros(1, device=tr.device)
+    while True:
+        tr.step(n_old)
+        if rank == 0:
+            flag.fill_(1.0 if int(st.add("leave", 0)) else 0.0)
+        dist.broadcast(flag, src=0)               # everyone switches after the same iteration
+        if flag.item() > 0:
+            break
+    t_stop = time.time()
+    dist.destroy_process_group()
+    if rank >= n_new:                             # a leaving worker: exits at once
+        st.set(f"old/{rank}", json.dumps({"t_stop": t_stop, "t_left": time.time(), "step_s": step_s}))
+        return
+    join_group(st, "b/", backend, rank, n_new, cfg["timeout_s"])
+    tr.broadcast()
+    t_resume = time.time()
+    tr.train(n_new, int(o["post_steps"]))
+    dist.destroy_process_group()
+    st.set(f"old/{rank}", json.dumps({"t_stop": t_stop, "t_resume": t_resume, "step_s": step_s}))
 
 
 def _free_new(rank, n_new, kind, backend, store_port, cfg) -> None:

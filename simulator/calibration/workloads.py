@@ -55,11 +55,11 @@ def mlp(samples: int = 4096, features: int = 256, hidden: tuple[int, ...] = (512
     g = _generator(seed)
     x = torch.randn(samples, features, generator=g)
     y = (x @ torch.randn(features, classes, generator=g)).argmax(1)
+    torch.manual_seed(seed)          # before any layer: every process builds the same initial model
     layers, width = [], features
     for h in hidden:
         layers += [nn.Linear(width, int(h)), nn.ReLU()]
         width = int(h)
-    torch.manual_seed(seed)
     return Workload(nn.Sequential(*layers, nn.Linear(width, classes)), (x,), y, nn.functional.cross_entropy)
 
 

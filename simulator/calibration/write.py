@@ -90,9 +90,9 @@ def header(cfg: dict, hw: dict, command: str) -> str:
         f"Command: {command}",
         "Speed: the measured points; the loader fits AllReduceSpeed / OptimusSpeed to them",
         "(docs/calibration.md). calibration.fit holds the fitted parameters and held-out errors.",
-        "overhead: measured rescales (calibration blocks in fit.json); scale_in_s is not measured and",
-        "takes the simulator's default (EDL Table 3). convergence: Optimus Eq. 1 fitted to the",
-        "measured loss per epoch (normalised by the first epoch's loss).",
+        "overhead: medians of the measured rescales, scale-outs and scale-ins (calibration blocks in",
+        "fit.json; a cost not measured takes the simulator's default, EDL Tables 2-3). convergence:",
+        "Optimus Eq. 1 fitted to the measured loss per epoch (normalised by the first epoch's loss).",
     ]
     return "".join(f"# {ln}\n" for ln in lines)
 

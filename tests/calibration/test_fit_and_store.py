@@ -61,15 +61,26 @@ def test_convergence_fit_predicts_held_out_epochs_of_an_eq1_curve():
 
 
 def test_overhead_fit_gives_model_costs_and_leave_one_size_out_error():
-    recs = [{"mechanism": "stop_resume", "n_old": a, "n_new": b, "pause_s": p, "launch_s": 3.0, "checkpoint_gb": 0.01}
-            for (a, b), p in (((1, 2), 5.0), ((2, 3), 6.0))]
+    # stop-resume (n_old, n_new): pause, save, exit -> a start (relaunch to first iteration) is
+    # pause - save - exit: 5 - 0.5 - 0.5 = 4, 6 - 1 - 0 = 5, 4 - 0.5 - 0.5 = 3; median 4
+    recs = [{"mechanism": "stop_resume", "n_old": a, "n_new": b, "pause_s": p, "save_s": sv, "exit_s": ex,
+             "checkpoint_gb": 0.01}
+            for (a, b), p, sv, ex in (((1, 2), 5.0, 0.5, 0.5), ((2, 3), 6.0, 1.0, 0.0), ((2, 1), 4.0, 0.5, 0.5))]
     recs += [{"mechanism": "stop_free", "n_old": a, "n_new": b, "pause_s": p, "prepare_s": 4.0}
              for (a, b), p in (((1, 2), 0.5), ((2, 3), 0.5))]
+    recs += [{"mechanism": "stop_free", "n_old": a, "n_new": b, "pause_s": 0.2, "scale_in_s": s}
+             for (a, b), s in (((2, 1), 1.0), ((3, 2), 1.4))]
     out = fit.fit_overhead(recs)
-    assert out["costs"] == {"launch_s": 3.0, "stop_resume_s": 5.5, "checkpoint_gb": 0.01,
-                            "stop_free_prepare_s": 4.0, "stop_free_pause_s": 0.5}
-    assert out["heldout"]["stop_resume_s"]["error"] == pytest.approx((1 / 5 + 1 / 6) / 2)
+    # stop_resume_s: median(5, 6, 4) = 5; scale_in_s: median(1.0, 1.4) = 1.2
+    assert out["costs"] == pytest.approx({"launch_s": 4.0, "stop_resume_s": 5.0, "checkpoint_gb": 0.01,
+                                          "stop_free_prepare_s": 4.0, "stop_free_pause_s": 0.5, "scale_in_s": 1.2})
+    assert out["not_measured"] == [] and out["stop_resume_s_by_direction"] == {"scale_out": 5.5, "scale_in": 4.0}
+    # leave one size out: 5 from median(4, 6) = 5 -> 0; 6 from median(5, 4) = 4.5 -> 1.5/6;
+    # 4 from median(5, 6) = 5.5 -> 1.5/4; mean (0 + 0.25 + 0.375) / 3
+    assert out["heldout"]["stop_resume_s"]["error"] == pytest.approx((0 + 0.25 + 0.375) / 3)
     assert out["heldout"]["stop_free_pause_s"]["error"] == 0.0
+    # 1.0 from 1.4 -> 0.4; 1.4 from 1.0 -> 0.4/1.4
+    assert out["heldout"]["scale_in_s"]["error"] == pytest.approx((0.4 + 0.4 / 1.4) / 2)
 
 
 def test_an_optimus_profile_fits_its_points_at_load_and_rates_jobs_by_them(tmp_path):

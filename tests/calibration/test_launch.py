@@ -34,3 +34,20 @@ def test_a_task_that_returns_exits_0_after_writing_its_result(tmp_path):
 def test_a_task_that_raises_exits_1_and_prints_its_traceback(tmp_path, capfd):
     assert _run(_fail, str(tmp_path)) == 1
     assert "ValueError: cannot measure" in capfd.readouterr().err
+
+
+@pytest.mark.parametrize("name", ["mlp", "cnn", "recommendation"])
+def test_every_process_builds_the_same_initial_model(name, torch_one_thread):
+    """A job's tasks each build the model: their initial parameters must agree (a data-parallel
+    job starting on n workers averages gradients of one model; a PS job's reference is one model)."""
+    import torch
+
+    from clustersim.simulator.calibration import workloads
+
+    small = {"mlp": {"samples": 64, "features": 8, "hidden": [8, 8]}, "cnn": {"samples": 8, "image": 8},
+             "recommendation": {"samples": 64, "rows": 50}}[name]
+    torch.manual_seed(123)                                 # whatever the process's RNG state before
+    a = [q.detach().clone() for q in workloads.build({"name": name, "params": small}).model.parameters()]
+    torch.rand(7)
+    b = [q.detach() for q in workloads.build({"name": name, "params": small}).model.parameters()]
+    assert all(torch.equal(x, y) for x, y in zip(a, b))

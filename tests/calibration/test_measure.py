@@ -1,6 +1,6 @@
 """Real measurements with torch.distributed on CPU (gloo, 1-5 processes, a few steps each).
 
-One tiny calibration runs once for the module (about 30 s on 2 cores); the tests read its
+One tiny calibration runs once for the module (about 80 s on 2 cores at load 6-8); the tests read its
 points, fits and profile. Skipped when torch is absent (pip install "clustersim[calibrate]").
 """
 
@@ -61,9 +61,11 @@ def test_ps_runner_measures_every_point_with_positive_throughput_and_cpu(calibra
 
 def test_dataparallel_runner_measures_every_point(calibrated):
     cfg, summary, _ = calibrated
-    pts = records(summary, "dataparallel")
+    assert len(records(summary, "dataparallel")) == 6 * 2            # every round stored as measured
+    pts = dataparallel.measure(cfg, f"{summary['out']}/points.jsonl")   # all stored: the rounds' medians
     assert sorted((r["n"], r["batch"]) for r in pts) == [(n, b) for n in (1, 2) for b in (8, 16, 32)]
     for r in pts:
+        assert len(r["windows_iter_s"]) == 2 and r["iter_s"] == pytest.approx(np.median(r["windows_iter_s"]))
         assert r["iters_per_s"] > 0 and r["samples_per_s"] == pytest.approx(r["iters_per_s"] * r["n"] * r["batch"])
         assert r["backend"] == "gloo"
 
@@ -78,10 +80,22 @@ def test_fits_report_a_finite_heldout_error(calibrated):
 
 def test_stop_free_pauses_running_workers_less_than_stop_resume(calibrated):
     _, summary, _ = calibrated
-    by = {r["mechanism"]: r for r in records(summary, "rescale")}
+    by = {r["mechanism"]: r for r in records(summary, "rescale") if r["n_new"] > r["n_old"]}     # scale-outs
     assert 0 < by["stop_free"]["pause_s"] < by["stop_resume"]["pause_s"]
     assert by["stop_free"]["prepare_s"] > 0 and by["stop_resume"]["checkpoint_gb"] > 0
     assert by["stop_free"]["steps_during_prepare"] >= 1      # the running workers trained meanwhile
+
+
+def test_scale_in_is_measured_with_both_mechanisms_and_goes_into_the_profile(calibrated):
+    _, summary, _ = calibrated
+    ins = {r["mechanism"]: r for r in records(summary, "rescale") if r["n_new"] < r["n_old"]}
+    assert {(m, r["n_old"], r["n_new"]) for m, r in ins.items()} == {("stop_resume", 2, 1), ("stop_free", 2, 1)}
+    free = ins["stop_free"]
+    # the pause starts at the switch, after the command: never longer than command -> trained
+    assert 0 < free["pause_s"] <= free["scale_in_s"] < ins["stop_resume"]["pause_s"]
+    costs = summary["fits"]["overhead"]["costs"]
+    assert costs["scale_in_s"] == free["scale_in_s"]                # one repeat: its median
+    assert profiles.load([summary["profiles"]]).profile("mlp").costs.scale_in_s == costs["scale_in_s"]
 
 
 def test_written_profile_loads_and_simulated_jobs_run_at_the_fitted_speed(calibrated):
@@ -125,7 +139,7 @@ def test_a_killed_sweep_keeps_its_points_and_the_rerun_measures_only_the_missing
     lines = open(f"{summary['out']}/points.jsonl").read().splitlines()
     keep = [ln for ln in lines if not (json.loads(ln)["kind"] == "dataparallel" and json.loads(ln)["n"] == 1
                                        and json.loads(ln)["batch"] == 8)]
-    assert len(keep) == len(lines) - 1
+    assert len(keep) == len(lines) - 2                # its 2 rounds
     (tmp_path / "points.jsonl").write_text("\n".join(keep) + '\n{"key": "cut sh')   # killed mid-write
     before = {json.loads(ln)["key"]: ln for ln in keep}
     dp = dataparallel.measure(cfg, str(tmp_path / "points.jsonl"))

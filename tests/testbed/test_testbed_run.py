@@ -1,6 +1,7 @@
-"""A two-job testbed on CPU, for real (gloo, one or two core-pinned processes per job), and the
-job protocol of simulator/calibration/jobrun.py (start, stop-free scale-out and in, checkpoint,
-resume). Skipped when torch is absent (pip install "clustersim[calibrate]").
+"""A two-job testbed on CPU, for real (gloo, core-pinned processes: a data-parallel job and a
+parameter-server job), and the job protocol of simulator/calibration/jobrun.py (start, stop-free
+scale-out and in, checkpoint, resume) for both kinds of job. Skipped when torch is absent
+(pip install "clustersim[calibrate]").
 """
 
 import json
@@ -16,10 +17,12 @@ import pyarrow.parquet as pq  # noqa: E402
 from clustersim.testbed import cli, compare  # noqa: E402
 
 MLP = ["model.params.samples=512", "model.params.features=64", "model.params.hidden=[64,64]"]
+# seed 2, ps_share 0.5: j00 a 1-worker data-parallel job, j01 a PS job (1 PS + 1 worker)
 TWO_JOBS = ["policies=[fifo]", "repeat=fifo", "trace.jobs=2", "trace.models=[mlp]", "trace.workers=[1]",
-            "trace.work_s=[2,3]", "trace.mean_gap_s=1", "timeout_s=120", "plot=true"]
-CALIBRATE = ["ps.enabled=false", "convergence.enabled=false", "dataparallel.workers=[1,2]",
-             "dataparallel.batch=[8,16,32,64]", "dataparallel.steps=4", "dataparallel.warmup=1",
+            "trace.work_s=[2,3]", "trace.mean_gap_s=1", "trace.ps_share=0.5", "seed=2", "timeout_s=120", "plot=true"]
+CALIBRATE = ["pin=true", "plot=false", "ps.p=[1,2]", "ps.w=[1,2,3]", "ps.steps=4", "ps.warmup=1", "ps.repeats=1",
+             "convergence.enabled=false", "dataparallel.workers=[1,2]",
+             "dataparallel.batch=[16,32,64]", "dataparallel.steps=4", "dataparallel.warmup=1",
              "dataparallel.repeats=2", "overhead.sizes=[[1,2]]", "overhead.pre_steps=3", "overhead.post_steps=2",
              "fit.repeats=3", *MLP]
 
@@ -49,6 +52,7 @@ def test_each_real_job_started_trained_its_work_and_finished(testbed):
     out, _, _ = testbed
     jobs = pq.read_table(out / "fifo" / "real" / "jobs.parquet").to_pylist()
     events = pq.read_table(out / "fifo" / "real" / "events.parquet").to_pylist()
+    assert {j["job_id"]: j["profile"] for j in jobs} == {"j00": "mlp", "j01": "mlp_ps"}   # a DP and a PS job
     for j in jobs:
         assert j["status"] == "finished" and j["progress"] == 1.0
         assert [e["kind"] for e in events if e["job_id"] == j["job_id"]] == ["start", "finish"]
@@ -56,6 +60,25 @@ def test_each_real_job_started_trained_its_work_and_finished(testbed):
         # the measured start cost (decision to first iteration: a fresh Python, torch, the group)
         assert 0 < start["overhead_s"] == j["overhead_s"] < j["jct"]
         assert j["first_start"] >= j["submit_time"] and j["end_time"] > j["first_start"]
+
+
+def test_the_simulation_uses_the_calibrated_ps_grid_and_rescale_costs(testbed):
+    """The PS job's simulated speed is the measured PS grid at (1 PS, 1 worker), and every
+    profile carries the calibration's measured scale-in cost, not EDL's 1.8 s."""
+    import yaml
+
+    out, _, _ = testbed
+    fit = json.loads((out / "calibration" / "mlp" / "fit.json").read_text())
+    fitted = yaml.safe_load((out / "calibration" / "mlp" / "profiles.yaml").read_text())
+    table = yaml.safe_load((out / "calibration" / "mlp" / "profiles.table.yaml").read_text())
+    assert fitted["mlp_ps"]["speed"]["kind"] == "optimus" and table["mlp_ps"]["speed"]["kind"] == "table"
+    grid = table["mlp_ps"]["speed"]["grid"]
+    assert grid["p"] == [1, 2] and grid["w"] == [1, 2, 3]
+    for p, w, rate in fitted["mlp_ps"]["speed"]["points"]:     # the same measured points, as a p x w grid
+        assert grid["samples_per_s"][p - 1][w - 1] == rate
+    costs = fit["fits"]["overhead"]["costs"]
+    assert costs["scale_in_s"] > 0 and fit["fits"]["overhead"]["not_measured"] == []
+    assert table["mlp"]["overhead"]["scale_in_s"] == table["mlp_ps"]["overhead"]["scale_in_s"] == costs["scale_in_s"]
 
 
 def test_comparison_is_the_arithmetic_of_the_written_runs(testbed):
@@ -132,3 +155,75 @@ def test_job_protocol_scale_out_in_checkpoint_resume(tmp_path):
         assert all(v == 0 for v in t.load.values())        # every core given back
     finally:
         t.close()
+
+
+def test_ps_job_trains_exactly_sgd_through_rescales_checkpoint_and_resume(tmp_path, torch_one_thread):
+    """A tiny synchronous PS job (global batch 16) through every real change: 1 PS + 1 worker,
+    stop-free scale-out to 2 workers and back, checkpoint, resume on 2 PS + 1 worker, checkpoint.
+
+    Hand-checkable: a synchronous PS applies the mean of its w workers' gradients, each of
+    16 / w samples, so iteration k is one plain SGD step, theta -= lr * mean_i g_i, on worker i's
+    samples ``batch(k, 16 / w, offset=i * 16 / w)``. The saved parameters must therefore equal
+    that SGD run in this process, given the iteration at which each generation began."""
+    import os
+
+    import torch
+
+    from clustersim.simulator.calibration import workloads
+    from clustersim.simulator.calibration.launch import flat_grad, set_flat
+    from clustersim.testbed.real import Tasks
+
+    model = {"name": "mlp", "params": {"samples": 256, "features": 16, "hidden": [16]}}
+    lr = 0.05
+    t = Tasks(sorted(os.sched_getaffinity(0)), tmp_path, 120.0, 0.05, 0.02, lr)
+    t.add("p", model, 16, 10_000_000, 500.0)
+    try:
+        def wait(what, at_least=None):
+            deadline = time.monotonic() + 120
+            while time.monotonic() < deadline:
+                t.check()
+                got = what()
+                if got is not None and (at_least is None or got["it"] >= at_least):
+                    return got
+                time.sleep(0.05)
+            raise AssertionError("the PS job did not report in time")
+
+        t.start("p", 2, ps=1)                              # rank 0: the PS, rank 1: the worker
+        wait(lambda: t.progress("p"), 10)
+        t.resize("p", 3)                                   # a second worker prepares, then joins
+        at1 = wait(lambda: t.first("p", 1))["it"]
+        t.resize("p", 2)                                   # graceful scale-in: the second worker leaves
+        at2 = wait(lambda: t.first("p", 2))["it"]
+        stop1 = t.stop("p")                                # PS 0 saves the whole parameters
+        saved1 = torch.load(tmp_path / "p.pt")
+        assert saved1["iteration"] == stop1 and at1 < at2 <= stop1
+        t.start("p", 3, ps=2)                              # resume on 2 PS: the shards re-cut
+        assert wait(lambda: t.first("p", 3))["it"] == stop1
+        wait(lambda: t.progress("p"), stop1 + 5)
+        stop2 = t.stop("p")
+        saved2 = torch.load(tmp_path / "p.pt")
+        t.check()
+        assert all(v == 0 for v in t.load.values())        # every core given back
+    finally:
+        t.close()
+
+    # the same iterations as plain SGD here: workers per iteration 1, then 2 from at1, 1 from at2
+    torch.manual_seed(0)
+    wl = workloads.build(model)
+    theta = torch.cat([q.detach().reshape(-1) for q in wl.model.parameters()])
+    for k in range(stop2):
+        w = 2 if at1 <= k < at2 else 1
+        m = 16 // w
+        grads = []
+        for i in range(w):
+            set_flat(wl.model, theta)
+            x, y = wl.batch(k, m, offset=i * m)
+            wl.model.zero_grad(set_to_none=False)
+            wl.loss(wl.model(*x), y).backward()
+            grads.append(flat_grad(wl.model))
+        theta = theta - lr * torch.stack(grads).mean(0)
+        if k + 1 == stop1:
+            assert torch.allclose(saved1["params"], theta, rtol=1e-4, atol=1e-6)
+    assert saved2["iteration"] == stop2
+    assert torch.allclose(saved2["params"], theta, rtol=1e-4, atol=1e-6)
+    assert not torch.allclose(saved2["params"], saved1["params"])     # it trained after the resume

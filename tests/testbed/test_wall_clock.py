@@ -27,7 +27,7 @@ class ScriptedTasks:
     def __init__(self, targets: dict[str, int]):
         self.jobs = {j: _Job(n) for j, n in targets.items()}
 
-    def start(self, job: str, n: int) -> None:
+    def start(self, job: str, n: int, ps: int = 0) -> None:
         j = self.jobs[job]
         j.gen, j.since = j.gen + 1, time.monotonic()
 
