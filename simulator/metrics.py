@@ -89,22 +89,23 @@ class Recorder:
 
     def _typed_segment(self, now: float, st: JobState, kind: str) -> None:
         """GPU-seconds per GPU type: close the job's last allocation at ``now``, open its new one."""
-        seg = self._seg
         job = st.spec.job_id
-        last = seg.pop(job, None)
+        last = self._seg.pop(job, None)
         if last is not None:
             since, held = last
-            acc = self._by_type.setdefault(job, {})
+            acc = self._by_type.get(job)
+            if acc is None:
+                acc = self._by_type[job] = {}
             for t, g in held.items():
                 acc[t] = acc.get(t, 0.0) + g * (now - since)
         if kind != "finish" and st.allocation:
-            held, types = {}, self.cluster.gpu_type
-            for role, nodes in st.allocation.items():
-                g = st.spec.role(role).gpu
+            held, types, role = {}, self.cluster.gpu_type, st.spec.role
+            for name, nodes in st.allocation.items():
+                g = role(name).gpu
                 for node, count in nodes.items():
                     t = types[node]
                     held[t] = held.get(t, 0.0) + g * count
-            seg[job] = (now, held)
+            self._seg[job] = (now, held)
 
     def node(self, now: float, node: int, up: bool) -> None:
         self._nodes["time"].append(now)
