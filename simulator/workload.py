@@ -179,6 +179,7 @@ def build_jobs(table: pa.Table, source: str = "trace", assignment: Assignment | 
     rates: dict = {}   # (profile, batch, roles) -> rate at the requested allocation, placed packed
     matched: dict = {}   # (model, roles) -> (family, the model's profile or None): a few distinct per trace
     drawn: dict = {}     # (model name without a profile, family) -> jobs given a drawn profile (unknown: warn)
+    pools: dict = {}     # family -> the profiles of its pool (profile.pool), for the drawn ones
     jobs = []
     for i, (job_id, submit, duration, iterations, key, tenant, user, model, deadline, priority, batch, gpu_type) in \
             enumerate(zip(*cols)):
@@ -198,7 +199,7 @@ def build_jobs(table: pa.Table, source: str = "trace", assignment: Assignment | 
             m = matched[(model, key)] = (family, assignment.match(model, family))
         family, prof = m
         if prof is None:
-            prof = _drawn(assignment, rng, model, family, lambda: f"{source}: row {i} (job {job_id!r})")
+            prof = _drawn(assignment, rng, pools, model, family, lambda: f"{source}: row {i} (job {job_id!r})")
             if model:
                 drawn[(model, family)] = drawn.get((model, family), 0) + 1
         rate = rates.get((prof.name, batch, roles)) if duration is not None else None
@@ -272,16 +273,20 @@ def family_of(roles) -> str:
     return "ps" if any(r.name == "ps" for r in roles) else "gpu"
 
 
-def _drawn(a: Assignment, rng, model: str | None, family: str, where) -> object:
+def _drawn(a: Assignment, rng: BlockDraws, pools: dict, model: str | None, family: str, where) -> object:
     """The profile a job whose model has none in ``family`` gets: one drawn from the pool (one
-    draw per such job, in trace order); ``where()`` names the row in errors."""
+    draw per such job, in trace order); ``pools`` keeps each family's pool of profiles, looked
+    up once; ``where()`` names the row in errors."""
     if model and a.unknown == "error":
         raise TraceError(f"{where()}: model {model!r} has no {family} profile (profile.unknown: error); "
                          f"map it with profile.models.<name>=<profile>; known: {', '.join(a.zoo.names(family))}")
-    pool = a.pool.get(family) or []
-    if not pool:
-        raise TraceError(f"{where()}: no {family} profile to draw from (profile.pool.{family} is empty)")
-    return a.zoo.profile(pool[rng.integers(len(pool))])
+    pool = pools.get(family)
+    if pool is None:
+        pool = [a.zoo.profile(name) for name in a.pool.get(family) or []]
+        if not pool:
+            raise TraceError(f"{where()}: no {family} profile to draw from (profile.pool.{family} is empty)")
+        pools[family] = pool
+    return pool[rng.integers(len(pool))]
 
 
 def _with_profile(fields: dict, a: Assignment, cluster, rates: dict, where: str, prof) -> None:
