@@ -49,6 +49,7 @@ class ProfileConfig:
     convergence: dict | None = None
     goodput_unmeasured: Literal["fitted", "interpolated"] = "fitted"
     goodput_whole_seconds: bool = False
+    work: Literal["duration", "iterations"] = "duration"
 
 
 @dataclass(frozen=True)
@@ -86,6 +87,7 @@ class Assignment:
     convergence: dict | None = None               # simulator.convergence.assign_curves options
     whole_seconds: bool = False                   # goodput jobs: each epoch a whole number of seconds
     models: dict[str, str] = field(default_factory=dict)   # trace model name (normalised) -> profile name
+    work: str = "duration"                        # a job with iterations and a duration: sized by which
 
     def __post_init__(self):
         if self.unknown not in ("warn", "error"):
@@ -131,7 +133,7 @@ class Assignment:
         for family in ("gpu", "ps"):
             pool.setdefault(family, zoo.pool(family))
         return cls(zoo, pool, cfg.get("unknown", "warn"), cfg.get("convergence"),
-                   cfg.get("goodput_whole_seconds", False), dict(cfg.get("models") or {}))
+                   cfg.get("goodput_whole_seconds", False), dict(cfg.get("models") or {}), cfg.get("work", "duration"))
 
     def match(self, model: str | None, family: str):
         """The profile a trace's model name refers to: through ``models`` (an explicit mapping),
@@ -202,15 +204,17 @@ def build_jobs(table: pa.Table, source: str = "trace", assignment: Assignment | 
             prof = _drawn(assignment, rng, pools, model, family, lambda: f"{source}: row {i} (job {job_id!r})")
             if model:
                 drawn[(model, family)] = drawn.get((model, family), 0) + 1
-        rate = rates.get((prof.name, batch, roles)) if duration is not None else None
-        if rate is not None:   # a shape whose rate is known, with a duration: _with_profile's first case, no dict
+        sized_by_duration = duration is not None and not (iterations and assignment.work == "iterations")
+        rate = rates.get((prof.name, batch, roles)) if sized_by_duration else None
+        if rate is not None:   # a shape whose rate is known, sized by its duration: _with_profile's first case, no dict
             jobs.append(JobSpec(i, job_id, submit, roles, duration * rate, duration, tenant, user, model, prof.name,
                                 deadline, priority, batch, gpu_type))
             continue
         fields = dict(index=i, job_id=job_id, submit_time=submit, roles=roles, total_work=iterations or duration or 0.0,
                       duration=duration, tenant=tenant, user=user, model=model, profile=model, deadline=deadline,
                       priority=priority, batch_size=batch, gpu_type=gpu_type)
-        _with_profile(fields, assignment, cluster, rates, f"{source}: row {i} (job {job_id!r})", prof)
+        _with_profile(fields, assignment, cluster, rates, f"{source}: row {i} (job {job_id!r})", prof,
+                      counted=bool(iterations))
         jobs.append(JobSpec(**fields))
     if rng is not None:
         rng.settle()
@@ -289,9 +293,12 @@ def _drawn(a: Assignment, rng: BlockDraws, pools: dict, model: str | None, famil
     return pool[rng.integers(len(pool))]
 
 
-def _with_profile(fields: dict, a: Assignment, cluster, rates: dict, where: str, prof) -> None:
+def _with_profile(fields: dict, a: Assignment, cluster, rates: dict, where: str, prof, counted: bool = False) -> None:
     """Give the job (``fields``, a JobSpec's keywords, updated in place) its profile ``prof`` and
-    its work or duration from the profile's rate at the requested allocation."""
+    its work or duration from the profile's rate at the requested allocation. ``counted``: the
+    trace gives the job's iterations, which size it instead of its duration with ``profile.work:
+    iterations`` (a trace whose durations are its iterations over the very table the profile
+    holds, rounded to whole seconds: ElasticFlow's)."""
     fields["profile"] = prof.name
     key = (prof.name, fields["batch_size"], fields["roles"])
     rate = rates.get(key)
@@ -301,7 +308,7 @@ def _with_profile(fields: dict, a: Assignment, cluster, rates: dict, where: str,
         if not rate > 0:
             raise TraceError(f"{where}: profile {prof.name!r} gives no speed at the requested allocation "
                              f"{spec.requested_counts()}")
-    if fields["duration"] is not None:
+    if fields["duration"] is not None and not (counted and a.work == "iterations"):
         fields["total_work"] = fields["duration"] * rate
         return
     if fields["total_work"] == 0 and prof.goodput_app() is not None:

@@ -69,6 +69,11 @@ def test_each_elasticflow_preset_charges_what_the_elasticflow_simulator_charges_
     assert fifo.overhead.name == edf.overhead.name == "none"
     assert tiresias.overhead.name == "elasticflow"
     assert edf.policy.elastic and edf.policy.decision_slot == "from_last"
+    # speeds from ElasticFlow's own T4 tables; its FIFO and Tiresias loops run a job for its trace
+    # duration (scheduler.py dlas_sim_jobs: remaining = duration - executed), its EDF and
+    # ElasticFlow end one at ceil(t + iterations left / rate) (edf_sim_allocation, ef_sim_allocation)
+    assert {c.profile.name for c in (fifo, edf, tiresias)} == {"elasticflow_t4"}
+    assert fifo.profile.work == tiresias.profile.work == "duration" and edf.profile.work == "iterations"
 
 
 def test_the_summary_line_names_the_policy_config_so_a_swapped_preset_policy_shows():
@@ -106,3 +111,57 @@ def test_elasticflow_admits_by_minimum_satisfactory_shares_and_gives_the_rest_by
 def test_elasticflow_conforms():
     from clustersim.policies.elasticflow import ElasticFlow
     check_policy(ElasticFlow)
+
+
+# ------------------------------------------------ job by job against the ElasticFlow simulator's own code
+# Rows of the bundled testbed trace (elasticVpollux_e.csv) run under the EDF preset; the expected JCTs
+# are worked by hand from pkusys/ElasticFlow scheduler/scheduler.py (one_queue_edf_sim_jobs: the slot
+# rule and the loop; edf_sim_allocation: a job by deadline gets min(max_gpu, 64) GPUs when that many
+# are free, else the largest table column that fits, and ends at ceil(t + iterations left / rate));
+# jobs.py (add_job: max_gpu; run_all_jobs: progress = seconds x rate at the job's GPUs) and log.py
+# (job_complete: JCT = int(end_time - submit_time)), with its T4 tables (throughputs_T4/<model>.csv).
+# The peer rounds every planned end up to a whole second at each event: ours is continuous, so each
+# of ours is at most a second per event the job lived through below the peer's.
+TRACE = traces.resolve("bundled:elasticflow_peer/elasticVpollux_e.csv")
+
+
+def _edf_preset_on_rows(tmp_path, rows: list[int]) -> dict[str, float]:
+    lines = TRACE.read_text().splitlines()
+    p = tmp_path / "rows.csv"
+    p.write_text("\n".join([lines[0]] + [lines[r + 1] for r in rows]) + "\n")
+    cfg = compose(["+experiment=peer_elasticflow_edf", f"trace.path={p}", "trace.cache.enabled=false"])
+    return _jcts(build_engine(cfg))
+
+
+def _agree(ours: dict[str, float], peer: dict[str, int], events: dict[str, int]) -> None:
+    for job, jct in peer.items():
+        assert 0 <= jct - ours[job] < events[job], (job, ours[job], jct)
+
+
+def test_elastic_edf_and_the_slot_rule_agree_job_by_job_on_the_traces_first_five_jobs(tmp_path):
+    ours = _edf_preset_on_rows(tmp_path, [0, 1, 2, 3, 4])
+    # job 0 (cifar10 at 4096, alone): max_gpu 64 (every column measured), 2011 it / 3.31456 it/s =
+    #   606.72 s -> 607. Job 1 (ncf at 32768, asks 8, alone 2,065 s later): 64 GPUs, 1548 / 22.47946
+    #   = 68.86 -> 69 (slower than on 1 GPU: the peer gives max_gpu regardless).
+    # job 2 (yolov3 at 64) arrives at 3721209: max_gpu 16 (no 32- or 64-GPU figure), 16 GPUs.
+    # jobs 3, 4 (ncf) arrive at 3721260 and 3721263, within 60 s of the last event: both moved to
+    #   3721269 (the slot rule). By deadline job 3 takes all 64 GPUs, job 4 and job 2 get none
+    #   (job 2 ran 60 s: 60 x 0.851478 = 51.09 it). Job 3 ends ceil(3721269 + 68.86) = 3721338:
+    #   JCT 78. Then job 4 takes 64: ends 3721338 + 69 = 3721407, JCT 144. Then job 2 on 16:
+    #   (14577 - 51.09) / 0.851478 = 17059.68 s -> ends ceil(3721407 + 17059.68) = 3738467, JCT 17258.
+    _agree(ours, {"0": 607, "1": 69, "2": 17258, "3": 78, "4": 144}, {"0": 1, "1": 1, "2": 2, "3": 1, "4": 2})
+    # ours: 606.72, 68.86, 17257.37, 77.86, 143.73
+    assert ours["3"] == pytest.approx(3721269 + 1548 / 22.47946282244047 - 3721260)
+
+
+def test_elastic_edf_gives_the_largest_free_table_column_as_elasticflows_does(tmp_path):
+    ours = _edf_preset_on_rows(tmp_path, [5, 6, 7])
+    # job 5 (deepspeech2 at 320; no 64-GPU figure: max_gpu 32) arrives at 3721346: 32 GPUs.
+    # jobs 6 (imagenet at 6400, max 64) and 7 (ncf) arrive at 3721372: moved to 3721406 (slot).
+    # job 5 ran 60 s: 60 x 0.877801 = 52.67 it. By deadline: job 7 takes 64, jobs 5 and 6 none.
+    # job 7 ends 3721406 + ceil(68.86) = 3721475: JCT 103. Job 5 (earlier deadline) gets its 32;
+    # job 6 finds 32 free, fewer than its 64: the largest column within 32, 32 GPUs (0.914702 it/s).
+    # job 5 ends ceil(3721475 + 2211.33 / 0.877801) = 3721475 + 2520 = 3723995: JCT 2649.
+    # job 6 ran 2520 s on 32 GPUs (2305.05 it); on 64 (1.270917 it/s) the 21666.95 left take
+    # 17048.3 s: ends ceil(3723995 + 17048.3) = 3741044, JCT 19672.
+    _agree(ours, {"5": 2649, "6": 19672, "7": 103}, {"5": 2, "6": 3, "7": 1})

@@ -69,8 +69,8 @@ CASES = [c for w in WORKLOADS for c in _pollux(w)]
 NOT_REPRODUCIBLE = [
     ("ElasticFlow's 195-job trace", "no published per-job or mean figures ship with the workload "
                                     "([peers/elasticflow.md](peers/elasticflow.md))"),
-    ("Shockwave's 120-job trace", "its physical runs' per-job results are not bundled, and its batch-size "
-                                  "adaptation is not modelled ([peers/shockwave.md](peers/shockwave.md))"),
+    ("Shockwave's 120-job trace", "its results ship only as Python pickles and a figure, none bundled in a "
+                                  "readable form ([peers/shockwave.md](peers/shockwave.md))"),
     ("Tiresias's 60-job trace", "the peer publishes no figures for it; ours equals the trace's durations "
                                 "([peers/tiresias.md](peers/tiresias.md))"),
 ]
