@@ -128,7 +128,8 @@ def role_rows(column: pa.ChunkedArray) -> list[tuple]:
     ``RoleSpec``'s field order, read column by column (no dict per role: a million-job trace
     would hold a million of them at once)."""
     column = column.combine_chunks()
-    flat = column.values   # all roles, indexed by the (absolute) offsets
+    flat = column.flatten()   # the roles of these rows only (a slice's ``values`` are all the table's)
     values = list(zip(*(flat.field(f.name).to_pylist() for f in fields(RoleSpec) if f.init)))
-    bounds = column.offsets.to_pylist()
-    return [tuple(values[a:b]) for a, b in zip(bounds, bounds[1:])]
+    bounds = column.offsets.to_pylist()   # into ``values``, from the slice's first role
+    base = bounds[0] if bounds else 0
+    return [tuple(values[a - base:b - base]) for a, b in zip(bounds, bounds[1:])]

@@ -34,6 +34,7 @@ from clustersim.simulator.arrow import role_rows
 
 COLUMNS = ["job_id", "submit_time", "duration", "iterations", "roles", "tenant", "user", "model",
            "deadline", "priority", "batch_size", "gpu_type"]
+ROWS_AT_ONCE = 1 << 16   # rows build_jobs turns into Python objects at a time (choice: bounded memory, few slices)
 
 
 @dataclass(frozen=True)
@@ -172,10 +173,6 @@ def _with_unmeasured(zoo, rule: str):
 
 def build_jobs(table: pa.Table, source: str = "trace", assignment: Assignment | None = None,
                cluster=None, seed: int = 0) -> list[JobSpec]:
-    cols = [table.column(c).to_pylist() if c != "roles" else role_rows(table.column(c)) for c in COLUMNS]
-    for c in ("tenant", "user", "model", "gpu_type"):   # one string object per distinct name, not per job
-        names: dict = {}
-        cols[COLUMNS.index(c)] = [names.setdefault(v, v) for v in cols[COLUMNS.index(c)]]
     interned: dict[tuple, tuple[RoleSpec, ...]] = {}
     rng = BlockDraws(component_rng(seed, "workload")) if assignment else None
     rates: dict = {}   # (profile, batch, roles) -> rate at the requested allocation, placed packed
@@ -184,7 +181,7 @@ def build_jobs(table: pa.Table, source: str = "trace", assignment: Assignment | 
     pools: dict = {}     # family -> the profiles of its pool (profile.pool), for the drawn ones
     jobs = []
     for i, (job_id, submit, duration, iterations, key, tenant, user, model, deadline, priority, batch, gpu_type) in \
-            enumerate(zip(*cols)):
+            enumerate(_rows(table, ROWS_AT_ONCE)):
         roles = interned.get(key)
         if roles is None:
             roles = interned[key] = tuple(RoleSpec(*r) for r in key)
@@ -225,6 +222,19 @@ def build_jobs(table: pa.Table, source: str = "trace", assignment: Assignment | 
         jobs = assign_curves(jobs, assignment, component_rng(seed, "convergence"), source, assignment.curves_for_all)
         jobs = [s if s.duration is not None else replace(s, duration=s.total_work / rates[_rate_key(s)]) for s in jobs]
     return jobs
+
+
+def _rows(table: pa.Table, at_once: int):
+    """The job table's rows as tuples in ``COLUMNS``' order, made a slice of rows at a time (a
+    10M-job table's columns as Python lists would hold gigabytes at once); a name (tenant, user,
+    model, GPU type) is one string object per distinct name, not one per job."""
+    names = {COLUMNS.index(c): {} for c in ("tenant", "user", "model", "gpu_type")}
+    for start in range(0, table.num_rows, at_once):
+        part = table.slice(start, at_once)
+        cols = [part.column(c).to_pylist() if c != "roles" else role_rows(part.column(c)) for c in COLUMNS]
+        for k, seen in names.items():
+            cols[k] = [seen.setdefault(v, v) for v in cols[k]]
+        yield from zip(*cols)
 
 
 def _warn_drawn(source: str, drawn: dict) -> None:
