@@ -25,7 +25,8 @@ class Policy:
     oracle: ClassVar[bool] = False       # reads ground truth (SRTF, SJF, Tetris)
     tags: ClassVar[frozenset[str]] = frozenset()   # of TAGS
     # declared to a fault model (simulator.faults.Capabilities): a straggler's shards go to the fast
-    # workers; the policy's own checkpoint interval (None: the faults config's)
+    # workers (a policy that also defines ``shard_batches(job_id)`` sets the straggler's shard size);
+    # the policy's own checkpoint interval (None: the faults config's)
     dynamic_sharding: ClassVar[bool] = False
     checkpoint_interval_s: ClassVar[float | None] = None
 

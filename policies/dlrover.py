@@ -11,17 +11,22 @@
    refitted (NNLS) and candidate plans from NSGA-II; plans are taken greedily across jobs by
    RE·WG (ρ = 2.5) within the free capacity. Every grant respects the per-pod (32 cores, [D]
    §6.1) and per-job CPU caps (200 cores, [D] §6.1).
+   A planned change is verified: the first healthy rate measured after it, below the rate before
+   it (``rollback_tolerance``), rolls it back for good; no plan is believed to get more than
+   ``max_speedup`` x the steps/s per used core the job measures now (a sanity bound on the fit).
 3. Instability handling ([RM] §4.3, §5; [D] §4.2, §5.4), at every round:
-   - OOM prevention: memory a task is predicted to need by the end of the job (a linear fit of
-     its reported need against steps, [RM] §5.3) above its grant → grant the prediction plus a
-     margin (``mem_margin``, 20 % as DLRover's code). After an OOM: a worker's memory doubles; a
-     PS OOM doubles the PS count ([D] §4.2) or, with ``ps_oom: double_memory``, their memory.
-   - Hot PS / stragglers: the last throughput sample below ``slow_ratio`` × what the model fitted
-     on the earlier samples predicts at the same configuration means a slow task. PS CPU at or
-     above ``hot_util`` of its grant → a hot PS: the PSes are replaced by larger ones (CPU scaled
-     by predicted / measured, at most a pod; [D] §4.2 Adjust 2), by seamless migration.
-     Otherwise a worker straggler: dynamic data sharding gives it smaller shards (256 → 128 →
-     64 batches, [RM] §5.1) without a restart; its slow samples are kept out of the fit.
+   - OOM prevention: the memory a task is predicted to need by the end of the job (a line through
+     its reported need against steps, at the current task counts only, [RM] §5.3) above its grant
+     → the prediction plus ``mem_margin`` (20 %, DLRover's code). After an OOM: a worker's memory
+     doubles; a PS OOM doubles the PS count ([D] §4.2) or, with ``ps_oom: double_memory``, their memory.
+   - Slow tasks, as per-task reports show them (``JobView.slowest_task``: progress offsets and
+     per-PS load, [RM] §5.1, [D] §5.4): a worker below ``slow_ratio`` of its peers' speed gets
+     smaller shards (``shard_batches``: 256 → 128 → 64 batches, one step per heartbeat) without a
+     restart; a slow PS gets the hot-PS remedy (cores / relative speed, at most a pod, else one
+     PS more; [D] §4.2 Adjust 2), then, if the same node's PS stays slow, moves to another machine
+     ([D] §5.4), by seamless migration.
+   - Idle PS ([D] §4.2 Adjust 1): PS cores left idle by the workers bring more workers, beyond the
+     job's CPU quota as preemptible overflow workers, taken back when a pending job does not fit.
    - Recovery: a job stopped by a failure or a node going down restarts at once, before any
      other job, at its last configuration (its pods relaunched elsewhere; the overhead model
      charges the checkpoint restore: flash checkpoint under ``overhead=dlrover_flash``).
@@ -39,14 +44,15 @@ import numpy as np
 
 from clustersim.policies.base import Decision, JobView, Policy, View, register
 from clustersim.policies.dlrover_history import Config, History, Record, default_path, smooth
-from clustersim.policies.dlrover_search import Candidate, Costs, JobState, candidates, fit, greedy, predict, score
+from clustersim.policies.dlrover_search import Candidate, Costs, JobState, candidates, fit, greedy, score
 from clustersim.policies.placement import PlacementAnyCluster, merge, shrink, strategy
 from clustersim.simulator.cluster import EPS
 from clustersim.simulator.job import StopReason, Tasks, task_counts, task_demand
-from clustersim.simulator.params import Count, Fraction, NonNegative, Positive, Range
+from clustersim.simulator.params import Count, Fraction, Length, NonNegative, Positive, Range
 
 SHARD_BATCHES = (256, 128, 64)   # [RM] §5.1: shard sizes of dynamic data sharding
 DRAFT_PS_CPU = 16.0              # [D] §4.1: "s = 16 is a reasonable value" for a PS
+HEARTBEAT_S = 60.0               # [RM] §6.2: a straggler is handled "within 1 minute"
 RESTART = (StopReason.FAILED, StopReason.NODE_DOWN)
 
 
@@ -62,14 +68,23 @@ class Track:
     config: Config | None = None        # last configuration granted
     last_change: float = -math.inf      # when it was granted
     worker_cap: float = math.inf        # ŵ: CPU a worker was seen to use below its grant ([D] §4.1)
-    mem_seen: dict = field(default_factory=dict)   # role -> [(steps, GB all tasks need)]
+    mem_seen: dict = field(default_factory=dict)   # role -> [(steps, GB per task)] at ``mem_counts``
+    mem_counts: tuple = ()              # the task counts (workers, PS) the memory series was seen at
     usage: dict = field(default_factory=dict)      # role -> (cores, GB) per task, last report
-    rate: float = 0.0                   # last steady throughput measured at ``config``
-    shard: int = 0                      # index into SHARD_BATCHES (dynamic data sharding)
-    slow_after: float = math.inf        # samples from this time on are degraded (kept out of fits)
+    shard: int = 0                      # index into ``shard_batches`` (dynamic data sharding)
+    shard_at: float = -math.inf         # when the shard size last shrank (one step per heartbeat)
+    slow: list = field(default_factory=list)       # [start, end, role, relative speed] of intervals with a slow task
     oom_roles: tuple = ()               # roles whose grant is doubled at the next start
     start: Config | None = None         # the warm or cold start, worked out once
     front: tuple = ()                   # the last round's candidate configurations (NSGA-II seeds)
+    verify: tuple | None = None         # (configuration before the last plan, its measured rate): unverified
+    bad: set = field(default_factory=set)          # planned configurations that ran slower (rolled back)
+    hot_fixes: int = 0                  # hot-PS remedies taken ([D] §4.2 Adjust 2; then a PS more)
+    fix_speed: float = 0.0              # the slow PS's reported speed when the last remedy was taken
+    moved_off: set = field(default_factory=set)    # nodes a slow PS was moved off ([D] §5.4)
+    idle_ps_at: tuple = ()              # the PS set (count, cores) the idle-PS rule last acted on
+    overflow: int = 0                   # workers beyond the job's CPU quota: preemptible ([D] §4.2)
+    planned: bool = False               # Stage 2 has planned it (the draft's Adjust follows its Optimize)
 
 
 @register
@@ -90,8 +105,12 @@ class DLRover(Policy):
                  job_cpu_cap: Positive = 200.0, pod_cpu: Positive = 32.0, job_steps: Positive = 200_000.0,
                  worker_launch_s: NonNegative = 120.0, prepare_s: NonNegative = 300.0, pause_s: NonNegative = 180.0,
                  price_cpu: Positive = 1.0, price_mem: NonNegative = 0.125, mem_margin: Fraction = 0.2,
-                 hot_util: Fraction = 0.9, slow_ratio: Fraction = 0.8,
+                 slow_ratio: Fraction = 0.8,
                  ps_oom: Literal["double_count", "double_memory"] = "double_count",
+                 max_speedup: Annotated[float, Range(ge=1)] = 2.0, rollback_tolerance: Fraction = 0.05,
+                 shard_batches: Annotated[list[Annotated[int, Range(ge=1)]], Length(1, 16)] = SHARD_BATCHES,
+                 idle_ps: bool = True, idle_ps_max_workers: Annotated[int, Range(ge=1, le=100_000)] | None = None,
+                 overflow: bool = True,
                  placement: PlacementAnyCluster = "spread"):
         self.history_path = None if history is None else (default_path() if history == "cache" else history)
         self.history_run = history_run
@@ -101,7 +120,11 @@ class DLRover(Policy):
         self.rho, self.pop_size, self.generations, self.seed = float(rho), pop_size, generations, seed
         self.job_cpu_cap, self.pod_cpu, self.job_steps = float(job_cpu_cap), float(pod_cpu), float(job_steps)
         self.costs = Costs(worker_launch_s, prepare_s, pause_s, price_cpu, price_mem)
-        self.mem_margin, self.hot_util, self.slow_ratio, self.ps_oom = mem_margin, hot_util, slow_ratio, ps_oom
+        self.mem_margin, self.slow_ratio, self.ps_oom = mem_margin, slow_ratio, ps_oom
+        self.max_speedup, self.rollback_tolerance = float(max_speedup), float(rollback_tolerance)
+        self.shard_sizes = tuple(int(b) for b in shard_batches)
+        self.idle_ps, self.overflow = idle_ps, overflow
+        self.idle_ps_max_workers = math.inf if idle_ps_max_workers is None else int(idle_ps_max_workers)
         self.placement = placement
         self.place = strategy(placement)
         self.history: History | None = None
@@ -144,12 +167,15 @@ class DLRover(Policy):
                                                                      kv[1].index)))
         free = view.cluster.free_copy()
         decision = Decision()
+        self._stragglers(view)
         self._admit(view, free, decision)
         if view.now >= self.next_round - 1e-9:
             self.next_round = view.now + self.interval
             self._round(view, free, decision)
         if self.queue or decision.allocations or any(is_ps_job(j) for j in view.running.values()):
             decision.wakeup = max(self.next_round - view.now, 1e-3)
+            if any(tr.slow and tr.slow[-1][1] == math.inf and tr.slow[-1][2] == "worker" for tr in self.tracks.values()):
+                decision.wakeup = min(decision.wakeup, HEARTBEAT_S)   # a straggler is watched between rounds
         return decision
 
     # ------------------------------------------------------------------ stage 1: starting jobs
@@ -197,6 +223,11 @@ class DLRover(Policy):
         return Config(nw, np_, wc, pc, wm, pm)
 
     def _admit(self, view: View, free: np.ndarray, decision: Decision) -> None:
+        self._start_pending(view, free, decision)
+        if self.queue and self._preempt_overflow(view, free, decision):
+            self._start_pending(view, free, decision)
+
+    def _start_pending(self, view: View, free: np.ndarray, decision: Decision) -> None:
         for jid, job in list(self.queue.items()):
             if is_ps_job(job):
                 tr = self.tracks.setdefault(jid, Track())
@@ -266,8 +297,10 @@ class DLRover(Policy):
             if tr is None or jid in decision.allocations or tr.config is None or job.reconfiguring:
                 continue
             self._observe(view, job, tr)
-            if self._stage3(view, job, tr, free, decision) or tr.slow_after < math.inf:
-                continue   # reconfigured, or a slow task: stage 2 plans interference-free jobs ([RM] §4.3)
+            if self._verify(view, job, tr, free, decision) or self._stage3(view, job, tr, free, decision):
+                continue   # rolled back, or reconfigured by an instability reaction
+            if tr.verify is not None or (tr.slow and tr.slow[-1][1] == math.inf and tr.slow[-1][2] == "ps"):
+                continue   # the last plan not yet measured, or a slow PS: stage 2 plans interference-free jobs ([RM] §4.3)
             state = self._plan_state(view, job, tr)
             if state is not None:
                 plans.append(state)
@@ -280,6 +313,7 @@ class DLRover(Policy):
             tr = self.tracks[jobs[st.key].job_id]
             found = candidates(st, self.costs, self.pop_size, self.generations, self.seed * 1_000_003 + st.key,
                                cpu_free, (*self._draft_plan(jobs[st.key], tr), *tr.front))
+            found = [c for c in found if _x_cfg(c.config) not in tr.bad]
             tr.front = tuple(c.config for c in found)
             cands.extend(replace(c, score=score(c, st.remaining, self.rho)) for c in found)
         totals = np.array([cpu_free, float(free[:, 2].sum())])
@@ -291,6 +325,7 @@ class DLRover(Policy):
                 return False
             decision.allocations[job.job_id] = alloc
             tr = self.tracks[job.job_id]
+            tr.verify, tr.planned = (tr.config, self._rate_at(job, tr, tr.config)), True
             tr.config, tr.last_change = c.config, view.now
             return True
 
@@ -321,19 +356,37 @@ class DLRover(Policy):
         if u_w < cfg.worker_cpu - 1e-9:
             tr.worker_cap = u_w
         done = job.iterations_done
-        for role, n in task_counts(job.allocation).items():
+        counts = (cfg.workers, cfg.ps)
+        if counts != tr.mem_counts:   # another split of the data and the model: a new series
+            tr.mem_seen, tr.mem_counts = {}, counts
+        for role in task_counts(job.allocation):
             if role in use:
                 seen = tr.mem_seen.setdefault(role, [])
-                seen.append((done, use[role][1] * n))
+                seen.append((done, use[role][1]))
                 del seen[:-8]
 
-    def _samples(self, job: JobView, tr: Track, healthy_only: bool = True) -> list:
+    def _samples(self, job: JobView, tr: Track) -> list:
+        """[(x, steps/s)] the job would have run without slow tasks: a sample taken beside a slow
+        PS is left out; one beside a worker straggler is the others' rate, as its progress offset
+        shows (dynamic sharding: it lacks ``(1 - s)/n`` of the rate, s its relative speed), so it
+        counts as ``rate·n/(n - 1 + s)``: auto-scaling goes on around a straggler."""
         out = []
-        for s in job.throughput_samples:
-            if healthy_only and s.start >= tr.slow_after:
-                continue
-            out.append((_x(job, s.allocation), s.rate))
+        for smp in job.throughput_samples:
+            x, rate = _x(job, smp.allocation), smp.rate
+            for a, b, role, speed in tr.slow:
+                if a < smp.end and smp.start < b:
+                    if role == "ps":
+                        break
+                    rate = rate * x[0] / max(x[0] - 1.0 + speed, 1e-9)
+            else:
+                out.append((x, rate))
         return out
+
+    def _rate_at(self, job: JobView, tr: Track, cfg: Config) -> float:
+        """Mean healthy steps/s measured at ``cfg`` (0 if none)."""
+        here = _x_cfg(cfg)
+        rates = [r for x, r in self._samples(job, tr) if x == here]
+        return float(np.mean(rates)) if rates else 0.0
 
     def _plan_state(self, view: View, job: JobView, tr: Track) -> JobState | None:
         cfg = tr.config
@@ -360,72 +413,193 @@ class DLRover(Policy):
             w_mem = float(min(math.ceil(tr.usage["worker"][1] * (1.0 + self.mem_margin)), self.node_mem))
         pod = self._pod()
         bounds = (w.min_count, w.max_count, ps.min_count, ps.max_count, 1, int(pod))
+        # the sanity bound: no plan is believed to get more than ``max_speedup`` x the steps per
+        # used core the job measures now ([D] Table 1: 1.46 -> 1.50 and 0.276 -> 0.275 steps/s per
+        # used core from sampling to the optimum)
+        used = cfg.workers * min(tr.usage.get("worker", (cfg.worker_cpu,))[0], cfg.worker_cpu) \
+            + cfg.ps * min(tr.usage.get("ps", (cfg.ps_cpu,))[0], cfg.ps_cpu)
+        per_core = self.max_speedup * self._rate_at(job, tr, cfg) / used if used > 0 else math.inf
         return JobState(self.order[job.job_id], model, cfg, max(self.job_steps - done, 1.0), bounds,
-                        self.job_cpu_cap, min(ps_total, self.node_mem * cfg.ps), w_mem)
+                        self.job_cpu_cap, min(ps_total, self.node_mem * cfg.ps), w_mem, per_core or math.inf)
+
+    def _apply(self, view: View, job: JobView, tr: Track, new: Config, free: np.ndarray, decision: Decision,
+               alloc: dict | None = None) -> bool:
+        """Grant ``new`` (placed now unless ``alloc`` is given); False if the nodes cannot hold it."""
+        alloc = alloc if alloc is not None else self._place(free, job, new)
+        if alloc is None:
+            return False
+        decision.allocations[job.job_id] = alloc
+        if _x_cfg(new) != _x_cfg(tr.config):
+            tr.verify = None   # an instability reaction: what the last plan did can no longer be measured
+        tr.config, tr.last_change = new, view.now
+        return True
+
+    def _verify(self, view: View, job: JobView, tr: Track, free: np.ndarray, decision: Decision) -> bool:
+        """After a planned change, the first healthy rate measured at the new configuration: below
+        the rate before it (less ``rollback_tolerance``, the measurement noise) the plan is rolled
+        back and never taken again; else it stands. True when rolled back. (A choice: [RM] trusts
+        its model; DLRover's code undoes a worker step whose speed did not grow.)"""
+        if tr.verify is None:
+            return False
+        before, rate_before = tr.verify
+        here = _x_cfg(tr.config)
+        n = len([s for s in job.throughput_samples if s.start >= tr.last_change - 1e-9 and s.end > s.start
+                 and _x(job, s.allocation) == here])
+        rates = [r for x, r in self._samples(job, tr) if x == here][-n:] if n else []
+        if not rates or view.now - tr.last_change < self.min_interval - 1e-9:
+            return False
+        tr.verify = None
+        if rates[-1] >= rate_before * (1.0 - self.rollback_tolerance):
+            return False
+        tr.bad.add(_x_cfg(tr.config))
+        back = replace(before, worker_mem=max(before.worker_mem, tr.config.worker_mem),
+                       ps_mem=max(before.ps_mem * before.ps, tr.config.ps_mem * tr.config.ps) / before.ps)
+        return self._apply(view, job, tr, self._bounded(job, back), free, decision)
 
     def _stage3(self, view: View, job: JobView, tr: Track, free: np.ndarray, decision: Decision) -> bool:
         """The instability reactions; True when the job was reconfigured."""
         new = self._oom_prevention(job, tr)
-        if new is None and view.now - tr.last_change >= self.min_interval - 1e-9:
-            new = self._slow_task(job, tr)
-        if new is None or new == tr.config:
+        if new is not None and new != tr.config:
+            return self._apply(view, job, tr, new, free, decision)
+        if view.now - tr.last_change < self.min_interval - 1e-9:
             return False
-        alloc = self._place(free, job, new)
-        if alloc is None:
+        if self._slow_ps(view, job, tr, free, decision):
+            return True
+        # a straggler leaves the PSes idle too; dynamic sharding answers it, not more workers
+        return not (tr.slow and tr.slow[-1][1] == math.inf) and self._idle_ps(view, job, tr, free, decision)
+
+    def _idle_ps(self, view: View, job: JobView, tr: Track, free: np.ndarray, decision: Decision) -> bool:
+        """[D] §4.2 Adjust 1, idle CPU in the PSes: with the PSes using ``s_used`` of their
+        ``s_total`` cores for ``N_w`` workers, ``ŝ = s_used/N_w`` per worker and the PSes can serve
+        ``ΔN_w = min(⌈s_total/ŝ⌉, √K) − N_w`` more workers (√K, undefined in [D]: ``idle_ps_max_workers``;
+        None: the job's worker bound). Workers beyond the job's CPU quota are preemptible overflow
+        workers (``overflow``; [D] §4.2: "marked as low priority and preemptible"), taken back when
+        a pending job does not fit. Once per PS set, after Stage 2 planned the job ([D]: Sampling,
+        Optimize, then Adjust), and verified like a plan."""
+        cfg = tr.config
+        use = tr.usage.get("ps")
+        if not self.idle_ps or not tr.planned or tr.verify is not None or use is None or tr.idle_ps_at == (cfg.ps, cfg.ps_cpu) or use[0] >= cfg.ps_cpu - 1e-9:
             return False
-        decision.allocations[job.job_id] = alloc
-        tr.config, tr.last_change = new, view.now
+        w, _ = _roles(job)
+        s_hat = use[0] * cfg.ps / cfg.workers
+        target = min(math.ceil(cfg.ps * cfg.ps_cpu / s_hat - 1e-9), self.idle_ps_max_workers, w.max_count)
+        room = int((self.job_cpu_cap - cfg.cpu + 1e-9) // cfg.worker_cpu) if cfg.cpu <= self.job_cpu_cap else 0
+        if not self.overflow:
+            target = min(target, cfg.workers + room)
+        if target <= cfg.workers:
+            return False
+        before = (cfg, self._rate_at(job, tr, cfg))
+        if not self._apply(view, job, tr, replace(cfg, workers=target), free, decision):
+            return False
+        tr.idle_ps_at, tr.verify = (cfg.ps, cfg.ps_cpu), before
+        tr.overflow = max(target - cfg.workers - room, 0) + tr.overflow
         return True
 
+    def _preempt_overflow(self, view: View, free: np.ndarray, decision: Decision) -> bool:
+        """Cluster CPU is tight (a pending job does not fit): every job's overflow workers go
+        ([D] §4.2); True if any did."""
+        took = False
+        for jid, tr in self.tracks.items():
+            job = view.running.get(jid)
+            if not tr.overflow or job is None or jid in decision.allocations:
+                continue
+            cfg = replace(tr.config, workers=max(tr.config.workers - tr.overflow, 1))
+            if self._apply(view, job, tr, cfg, free, decision):
+                tr.overflow, took = 0, True
+        return took
+
     def _oom_prevention(self, job: JobView, tr: Track) -> Config | None:
-        """Grant each role the memory it is predicted to need by the job's end, plus the margin,
-        when that exceeds its grant ([RM] §5.3; [D] §4.2)."""
+        """Grant each role the memory a task is predicted to need by the job's end, plus the
+        margin, when that exceeds its grant ([RM] §5.3; [D] §4.2). The prediction is a line
+        through the per-task need against steps done, seen at the current task counts only: a
+        scale-out changes the tasks' count, not how much memory each needs."""
         cfg = tr.config
         remaining = max(self.job_steps - job.iterations_done, 0.0)
-        grants = {"worker": (cfg.workers, cfg.worker_mem), "ps": (cfg.ps, cfg.ps_mem)}
         out = cfg
-        for role, (n, grant) in grants.items():
+        for role in ("worker", "ps"):
             if not _reported(tr, role):
                 continue
-            need = _extrapolate(tr.mem_seen.get(role, []), remaining) / n
-            if need > grant + 1e-9:
+            need = _extrapolate(tr.mem_seen.get(role, []), remaining)
+            if need > _grant(cfg, role) + 1e-9:
                 mem = float(min(math.ceil(need * (1.0 + self.mem_margin)), self.node_mem))
                 out = replace(out, **{f"{role}_mem": mem})
         return None if out == cfg else out
 
-    def _slow_task(self, job: JobView, tr: Track) -> Config | None:
-        """Hot PS → larger PSes; worker straggler → smaller shards ([D] §4.2, §5.4; [RM] §5.1)."""
-        samples = job.throughput_samples
-        if len(samples) < 2 or tr.config.worker_cpu <= 0 or tr.config.ps_cpu <= 0:
+    def _stragglers(self, view: View) -> None:
+        """[RM] §5.1: a worker whose progress offset lags its peers' (``slowest_task``: below
+        ``slow_ratio`` of their speed) gets smaller shards, one step per heartbeat (256 -> 128 ->
+        64 batches); full shards again once it keeps pace. Its slow interval stays out of fits."""
+        for jid, job in view.running.items():
+            tr = self.tracks.get(jid)
+            if tr is None or tr.config is None:
+                continue
+            slow = job.slowest_task
+            slow = slow if slow is not None and slow[2] < self.slow_ratio else None
+            open_ = bool(tr.slow) and tr.slow[-1][1] == math.inf
+            if open_ and (slow is None or tuple(tr.slow[-1][2:]) != (slow[0], slow[2])):
+                tr.slow[-1][1] = view.now   # over, or another task or speed: a new interval
+            if slow is not None and not (open_ and tuple(tr.slow[-1][2:]) == (slow[0], slow[2])):
+                tr.slow.append([view.now, math.inf, slow[0], slow[2]])
+                del tr.slow[:-16]
+            if slow is not None and slow[0] == "worker" and view.now - tr.shard_at >= HEARTBEAT_S - 1e-9:
+                tr.shard, tr.shard_at = min(tr.shard + 1, len(self.shard_sizes) - 1), view.now
+            elif slow is None:
+                tr.shard, tr.shard_at = 0, -math.inf
+
+    def _slow_ps(self, view: View, job: JobView, tr: Track, free: np.ndarray, decision: Decision) -> bool:
+        """A PS that holds the job back (``slowest_task``: per-PS load and step times, [D] §5.4).
+        First the hot-PS remedy ([D] §4.2 Adjust 2): the PSes get their cores / the relative
+        speed (``s_new``, at most a pod); at a pod already, one PS more, which re-partitions the
+        parameters evenly over the new set ([RM] §4.3). If the PS is no faster after that, the
+        load was not the cause but the machine: the PS moves to another node ([D] §5.4). Seamless
+        migration either way; True when the job was reconfigured."""
+        slow = job.slowest_task
+        if slow is None or slow[0] != "ps" or slow[2] >= self.slow_ratio:
+            return False
+        cfg, (_, ps) = tr.config, _roles(job)
+        if tr.hot_fixes >= 1 and slow[2] <= tr.fix_speed + 1e-9 and slow[1] not in tr.moved_off:
+            alloc = self._move_off(free, job, "ps", slow[1])
+            if alloc is not None:
+                tr.moved_off.add(slow[1])
+                return self._apply(view, job, tr, cfg, free, decision, alloc)
+        cpu = float(min(math.ceil(cfg.ps_cpu / max(slow[2], 1e-9)), self._pod()))
+        if cpu > cfg.ps_cpu and cfg.cpu + cfg.ps * (cpu - cfg.ps_cpu) <= self.job_cpu_cap + 1e-9:
+            new = replace(cfg, ps_cpu=cpu)
+        elif cfg.ps < ps.max_count and cfg.cpu + cfg.ps_cpu <= self.job_cpu_cap + 1e-9:
+            new = replace(cfg, ps=cfg.ps + 1, ps_mem=cfg.ps_mem * cfg.ps / (cfg.ps + 1))
+        else:
+            return False
+        tr.hot_fixes, tr.fix_speed = tr.hot_fixes + 1, slow[2]
+        return self._apply(view, job, tr, new, free, decision)
+
+    def _move_off(self, free: np.ndarray, job: JobView, role: str, node: int) -> dict | None:
+        """The job's allocation with one ``role`` task moved from ``node`` to another node (same
+        grants), deducted from ``free``; None when no other node can hold it."""
+        tasks = job.allocation.get(role, {})
+        if not tasks.get(node):
             return None
-        last = samples[-1]
-        if _x(job, last.allocation) != _x_cfg(tr.config) or last.start < tr.last_change:
+        spec = next(r for r in job.roles if r.name == role)
+        d = np.asarray(task_demand(spec, tasks))
+        trial = free.copy()
+        trial[node] = 0.0   # not back onto the bad machine
+        got = self.place(trial, [replace(spec, cpu=float(d[1]), mem=float(d[2]))], {role: 1})
+        if got is None:
             return None
-        earlier = [(_x(job, s.allocation), s.rate) for s in samples[:-1] if s.start < tr.slow_after]
-        if not earlier:
-            return None
-        model = fit(earlier, tr.worker_cap)
-        cfg = tr.config
-        expected = float(predict(model, cfg.workers, cfg.ps, cfg.worker_cpu, cfg.ps_cpu))
-        if last.rate >= self.slow_ratio * expected:
-            if tr.slow_after <= last.start:   # recovered: full shards again
-                tr.slow_after, tr.shard = math.inf, 0
-            return None
-        tr.slow_after = min(tr.slow_after, last.start)
-        ps_use = tr.usage.get("ps", (0.0, 0.0))[0]
-        if ps_use >= self.hot_util * cfg.ps_cpu - 1e-9:   # hot PS: replace by larger PSes
-            cpu = float(min(math.ceil(cfg.ps_cpu * expected / last.rate), self._pod()))
-            bigger = replace(cfg, ps_cpu=cpu)
-            if bigger.cpu > self.job_cpu_cap + 1e-9 or cpu <= cfg.ps_cpu:
-                return None
-            return bigger
-        tr.shard = min(tr.shard + 1, len(SHARD_BATCHES) - 1)   # worker straggler: smaller shards
-        return None
+        target = next(iter(got[role]))
+        kept = dict(tasks)
+        kept[node] -= 1
+        if not kept[node]:
+            del kept[node]
+        kept[target] = kept.get(target, 0) + 1
+        free[node] += d
+        free[target] -= d
+        return {**job.allocation, role: Tasks(kept, cpu=float(d[1]), mem=float(d[2]))}
 
     def shard_batches(self, job_id: str) -> int:
-        """Batches per data shard the job's stragglers get now (dynamic data sharding)."""
+        """Batches per data shard the job's straggler gets now (dynamic data sharding, [RM] §5.1);
+        the fault model reads it at every heartbeat (``faults.Capabilities.shard_batches``)."""
         tr = self.tracks.get(job_id)
-        return SHARD_BATCHES[tr.shard if tr else 0]
+        return self.shard_sizes[min(tr.shard if tr else 0, len(self.shard_sizes) - 1)]
 
     # ------------------------------------------------------------------ stops and finishes
     def _stopped(self, job: JobView) -> None:
@@ -457,7 +631,7 @@ class DLRover(Policy):
         if tr is None or tr.config is None:
             return
         here = _x_cfg(tr.config)
-        rates = [s.rate for s in job.throughput_samples if _x(job, s.allocation) == here and s.start < tr.slow_after]
+        rates = [r for x, r in self._samples(job, tr) if x == here]
         if not rates:
             return
         cfg = tr.config

@@ -13,7 +13,9 @@ Warm start (Algorithm 1): the top-k most similar finished jobs, ranked so that t
 similar comes last, are smoothed exponentially, ``Ā^i = μ·A^i + (1−μ)·Ā^{i−1}`` (Eq. 10), field
 by field. Similarity (not given by the paper; notes/dlrover.md A11): a weighted match of model,
 dataset and user ([RM] §4.3 "similarity in each type of feature", [D] §4.3 "data source and
-user ... jobs that are using the same table"); ties go to the most recent row.
+user ... jobs that are using the same table"), among the rows of the job's own model only (a
+job that names one): dataset and user together weigh as much as the model, so a threshold
+alone would let another model's row through; ties go to the most recent row.
 """
 
 from __future__ import annotations
@@ -149,6 +151,8 @@ class History:
         more recent row counts as more similar."""
         scored = []
         for i, r in enumerate(self.records):
+            if model is not None and r.model != model:
+                continue   # another model's configuration says nothing of this one's (W&D 24 x 3 cores, xDeepFM 8 x 20)
             s = similarity(r, model, dataset, user)
             if s >= min_similarity:
                 scored.append((s, i, r))

@@ -13,6 +13,10 @@
 - Selection (Eqs. 11-14): every candidate scored ``RE·WG`` (``RE = TG/RC``; ``WG =
   1/(Φ/Ψ + ε)^ρ``), taken greedily in that order, one per job, while it fits the free
   capacity. A candidate that frees resources and still gains (RC ≤ 0 < TG) goes first (A7).
+- Sanity bound (a choice; the papers trust the fit): a plan's predicted throughput is capped at
+  ``rate_per_core`` × its cores (the policy's ``max_speedup`` × the steps/s per used core the job
+  measures now), so a fit that extrapolates far from its samples cannot promise a small plan a
+  large speed.
 """
 
 from __future__ import annotations
@@ -52,6 +56,7 @@ class JobState:
     job_cpu_cap: float
     ps_mem_total: float       # GB all PSes need together (the PS memory rule)
     worker_mem: float         # GB per worker: what workers are seen to use plus the margin ([D] §4.2)
+    rate_per_core: float = float("inf")   # the sanity bound: steps/s a plan may be believed to get per core
 
 
 @dataclass(frozen=True)
@@ -85,9 +90,10 @@ def evaluate(job: JobState, x: np.ndarray, costs: Costs, mem_per_worker: float):
     """(RC, TG, rate, total CPU, total GB) of configurations ``x`` (rows ``w, p, λw, λp``)."""
     w, p, lw, lp = x[:, 0], x[:, 1], x[:, 2], x[:, 3]
     cur = job.current
-    rate = predict(job.model, w, p, lw, lp)
-    now = float(predict(job.model, cur.workers, cur.ps, cur.worker_cpu, cur.ps_cpu))
     cpu = w * lw + p * lp
+    # a fit on a few samples can promise anything far from them: no plan is believed beyond the bound
+    rate = np.minimum(predict(job.model, w, p, lw, lp), job.rate_per_core * cpu)
+    now = float(predict(job.model, cur.workers, cur.ps, cur.worker_cpu, cur.ps_cpu))
     mem = w * mem_per_worker + job.ps_mem_total
     rc = (cpu - cur.cpu) * costs.price_cpu + (mem - cur.mem) * costs.price_mem
     # the overhead model's mechanisms: adding/removing workers only costs the new workers'

@@ -105,7 +105,7 @@ class Plan:
     Algorithm 1 runs, the job's (p, w), remaining time ``t`` and per-role constants live in
     slots (the hot loop reads no dicts); ``counts`` is written back at the end."""
 
-    __slots__ = ("job", "counts", "est", "ps", "worker", "t", "seq", "p", "w", "ups", "wup", "nxt")
+    __slots__ = ("job", "counts", "est", "ps", "worker", "t", "seq", "p", "w", "ups", "wup", "nxt", "cpu", "cap")
 
     def __init__(self, job: JobView, est: Estimate | None, seq: int):
         self.job, self.est, self.seq = job, est, seq
@@ -114,6 +114,8 @@ class Plan:
         self.t = None
         self.ups = self.wup = None   # (divisor, demand, cap) of the PS / worker role, None: not grown
         self.nxt = None              # remaining time after the task the job is queued for
+        self.cpu = sum(r.min_count * r.demand[1] for r in job.roles)   # cores the job's counts hold
+        self.cap = math.inf          # cores the job may hold (``job_cpu_cap``)
 
     def pw(self, counts=None) -> tuple[int, int]:
         c = self.counts if counts is None else counts
@@ -126,13 +128,14 @@ def dominant_share(demand, capacity) -> float:
 
 
 def allocate(plans: list[Plan], capacity, *, divisor: str = "share", on_no_fit: str = "stop",
-             max_tasks: int = 0) -> list[Plan]:
+             max_tasks: int = 0, job_cpu_cap: float = math.inf) -> list[Plan]:
     """Algorithm 1 (§4.1). ``plans`` in arrival order; returns those that got their gang minimum.
 
     Minimums first, in arrival order, skipping jobs whose minimum no longer fits the totals
     (note §6 #12); then the task of largest Eq. 9 gain, while gains are positive. A task that
     no longer fits ends the loop (``stop``, the paper's "until some resource ... is used up")
-    or only that role of that job (``skip``).
+    or only that role of that job (``skip``). No job grows beyond ``job_cpu_cap`` cores (the
+    per-job quota of DLRover §6.1, under which DLRover §6.3 runs Optimus).
 
     Cost: each added task evaluates the job's remaining time at its two next settings (the time
     at the setting it moves to was computed when it was queued) and one heap operation
@@ -154,6 +157,7 @@ def allocate(plans: list[Plan], capacity, *, divisor: str = "share", on_no_fit: 
     for plan in got:
         if plan.est is None:
             continue
+        plan.cap = job_cpu_cap
         for r in plan.job.roles:
             if r.elastic and r.name in (plan.ps, plan.worker):
                 if divisor == "share":
@@ -194,6 +198,7 @@ def allocate(plans: list[Plan], capacity, *, divisor: str = "share", on_no_fit: 
                 plan.p += 1
             else:
                 plan.w += 1
+            plan.cpu += d[1]
             plan.t = plan.nxt
         item = _next(plan)
         if item is None:
@@ -216,12 +221,12 @@ def _next(plan: Plan):
     best = tn = None
     is_ps = False
     u = plan.ups
-    if u is not None and p < u[2]:
+    if u is not None and p < u[2] and plan.cpu + u[1][1] <= plan.cap + 1e-9:
         f = rate(p + 1, w)
         tn = q / f if f > 0 else math.inf
         best, is_ps = _gain(t, tn, u[0]), True
     u = plan.wup
-    if u is not None and w < u[2]:
+    if u is not None and w < u[2] and plan.cpu + u[1][1] <= plan.cap + 1e-9:
         f = rate(p, w + 1)
         after = q / f if f > 0 else math.inf
         gain = _gain(t, after, u[0])
@@ -450,7 +455,7 @@ class Optimus(Policy):
                  divisor: Literal["share", "raw"] = "share", on_no_fit: Literal["stop", "skip"] = "stop",
                  max_tasks: Annotated[int, Range(ge=0, le=100_000)] = 0, keep_placement: bool = True, use_measured: bool = True,
                  prediction_error: Fraction = 0.0, error_on: Literal["both", "convergence", "speed"] = "both",
-                 speed_error: Fraction | None = None, seed: Count = 0,
+                 speed_error: Fraction | None = None, seed: Count = 0, job_cpu_cap: Positive | None = None,
                  placement: Literal["theorem1", "first_fit", "best_fit", "consolidate", "spread", "align",
                                     "most_free"] = "theorem1"):
         self.interval, self.event_driven = float(interval), event_driven
@@ -466,6 +471,7 @@ class Optimus(Policy):
         # §6.3.1's combined point errs by 15% on convergence and 6% on speed: a speed error of its own
         self.speed_error = self.error if speed_error is None else float(speed_error)
         self.placement = placement   # Fig. 18's ablations: another policy's placement for Algorithm 1's counts
+        self.job_cpu_cap = math.inf if job_cpu_cap is None else float(job_cpu_cap)   # None: Optimus has no quota
 
     def reset(self, view: View) -> None:
         self.active: dict[str, JobView] = {}
@@ -507,7 +513,8 @@ class Optimus(Policy):
         self._node_size = _server_sizes(view.cluster.capacity)
         plans = [Plan(j, self.estimate(j, view) if any(r.elastic for r in j.roles) else None, n)
                  for n, j in enumerate(eligible)]
-        got = allocate(plans, capacity, divisor=self.divisor, on_no_fit=self.on_no_fit, max_tasks=self.max_tasks)
+        got = allocate(plans, capacity, divisor=self.divisor, on_no_fit=self.on_no_fit, max_tasks=self.max_tasks,
+                       job_cpu_cap=self.job_cpu_cap)
         return self.place_all(view, got)
 
     def place_all(self, view: View, plans: list[Plan]) -> dict:
@@ -533,6 +540,10 @@ class Optimus(Policy):
         for plan in order:
             job = plan.job
             alloc = nodes.place(job, plan.counts)
+            if alloc is None and not job.allocation:   # counts that no cluster state can hold: fewer tasks
+                counts = self._packable(view, job, plan.counts)
+                if counts != plan.counts:
+                    alloc = nodes.place(job, counts)
             if alloc is not None:
                 if not _same(alloc, job.allocation):
                     changes[job.job_id] = alloc
@@ -547,6 +558,19 @@ class Optimus(Policy):
             if job.job_id not in planned:
                 changes[job.job_id] = None
         return changes
+
+    def _packable(self, view: View, job: JobView, counts: dict) -> dict:
+        """``counts`` with one task fewer at a time (``_shrink``) until they can be placed on the
+        whole (empty) cluster. A choice: Algorithm 1 plans against the cluster's totals, so its
+        counts may not pack onto the nodes at all; a pending job planned so waits for good (one
+        DLRM job alone on DLRover-RM's 20 servers did: a livelock). Counts that pack onto the
+        empty cluster are kept: the job waits for room, as §4.2 says."""
+        cl, counts = view.cluster, dict(counts)
+        while True:
+            empty = (NodeSet(cl.capacity.copy(), cl.up, cl.capacity) if self.placement == "theorem1"
+                     else Strategy(cl.capacity.copy(), self.placement))
+            if empty.place(job, counts) is not None or not _shrink(job, counts):
+                return counts
 
     # ------------------------------------------------------------------ estimates
     def estimate(self, job: JobView, view: View) -> Estimate:
@@ -729,6 +753,16 @@ def _measured(samples, ps, worker, points: dict) -> dict:
         if s.rate > 0 and k.get(worker, 0) > 0:
             points.setdefault(((k.get(ps, 1) if ps else 1), k[worker]), []).append(s.rate)
     return points
+
+
+def _shrink(job: JobView, counts: dict) -> bool:
+    """One task fewer of the role with most tasks above its minimum (workers on ties); False at
+    the gang minimum (``Optimus._packable``)."""
+    over = [(counts[r.name] - r.min_count, r.name == "worker", r.name) for r in job.roles if counts[r.name] > r.min_count]
+    if not over:
+        return False
+    counts[max(over)[2]] -= 1
+    return True
 
 
 def _server_sizes(capacity: np.ndarray):

@@ -35,6 +35,7 @@ from clustersim.simulator.progress import Next, Progress
 from clustersim.simulator.reconcile import JobChange, reconcile
 from clustersim.simulator.rng import component_rng
 from clustersim.simulator.speed import LinearSpeed, SpeedModel
+from clustersim.simulator.usage import BoundUsage
 from clustersim.simulator.view import ClusterView, Decision, JobView, Observer, View, read_only
 
 URGENT, NORMAL = 0, 1   # priorities at one instant (the pending decision runs after both)
@@ -106,8 +107,12 @@ class Engine:
         self._order = 0            # events scheduled so far: ties at one time and priority go in this order
         self._halted = False
         # the views' clock: the loop sets its ``now`` with the engine's
-        self.clock = Observer(speed=self.speed, usage=usage, cluster=cluster,
+        self.clock = Observer(speed=self.speed, cluster=cluster,
                               profiled_error=self.observe.profiled_error, seed=seed, faults=faults)
+        # what tasks use: at the job's rate and progress, with its hidden memory need (simulator/usage.py)
+        self.usage = usage   # the usage model given (another engine of the same jobs binds its own)
+        self._usage = BoundUsage(usage, self.states, self.clock, faults) if usage is not None else None
+        self.clock.usage = self._usage.observed if self._usage else None
         self._oracle = bool(policy.oracle)
         self.pending: dict[str, JobView] = {}
         self.running: dict[str, JobView] = {}
@@ -146,7 +151,8 @@ class Engine:
     def run(self) -> Recorder:
         self.policy.reset(self._view())
         if self.faults is not None:
-            world = World(self.jobs, self.cluster.num_nodes, self.speed, self.cluster, self.clock.usage)
+            world = World(self.jobs, self.cluster.num_nodes, self.speed, self.cluster,
+                          self._usage.peak if self._usage else None)
             self.faults.attach(self, world, Capabilities.of(self.policy))
         if self.jobs:
             self._at(self.jobs[0].submit_time, self._arrive)

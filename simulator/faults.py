@@ -94,22 +94,36 @@ class OomFaults:
 @dataclass(frozen=True)
 class StragglerFaults:
     """A running task turns slow (``factor`` x its iteration time) at ``per_pod_hour`` per task
-    and stays slow ``duration_s`` or until the job stops. A synchronous job (all-reduce, or
-    ``ps_sync``) runs at its slowest member's pace; under asynchronous PS training a slow worker
-    only lowers the total by its share, a slow PS slows every worker (DLRover-RM §4.3 Stage 3)."""
+    and stays slow ``duration_s`` or until the job stops. A slow PS slows every worker, and so
+    does a slow member of a synchronous job (all-reduce, or ``ps_sync``). A slow worker of an
+    asynchronous PS job depends on how the data is served (DLRover-RM §5.1): under static
+    sharding (each worker owns 1/n of the data, [D] §6.3's TFJob) the job ends when the
+    straggler's share is done, as if it ran at the straggler's pace; under dynamic sharding (a
+    policy declaring ``dynamic_sharding``) the others take more shards, so the job loses the
+    straggler's share of the throughput plus, if it is still slow when the data runs out, the
+    tail of the shard it holds then: on average half of it, ``(S·factor − S0)/(2·r)`` s more
+    than a healthy worker's half shard (S: the batches of the straggler's shards, which the
+    policy sets (``shard_batches``), S0 = ``shard_batches`` here, the healthy size; r: a healthy
+    worker's batches/s). The fault model reads the policy's shard size every ``heartbeat_s``
+    (DLRover-RM §5.1: workers report their progress offset at regular intervals)."""
 
     per_pod_hour: NonNegative = 0.0
     factor: Annotated[float, Range(gt=1)] = 4.0   # DLRover §6: a straggler's CPU set to 25 %
     duration_s: Positive = 1800.0
     ps_sync: bool = False
+    shard_batches: Annotated[int, Range(ge=1)] = 256   # DLRover-RM §5.1: shards of 256 batches before any change
+    heartbeat_s: Positive = 60.0                       # a choice: DLRover-RM §6.2 handles a straggler "within 1 minute"
 
 
 @dataclass(frozen=True)
 class HotPsFaults:
     """A ``fraction`` of PS jobs with two or more PSes has one PS carrying ``skew`` x the mean
-    load (unbalanced tensor partition, DLRover §6.4: 13 % of jobs). The slowest PS bounds the
-    update, so the job runs as if every PS had 1/skew of its CPU (notes/dlrover.md A4). With
-    ``rebalance_on_ps_change`` a change of the PS count re-partitions evenly (DLRover-RM §4.3)."""
+    load (unbalanced tensor partition, DLRover §6.4: 13 % of jobs), from the job's first start.
+    The slowest PS bounds the update, so the job runs as if every PS had 1/skew of its CPU
+    (notes/dlrover.md A4). Per-PS CPU load shows it (``slowest_task``: the hot PS's node, the
+    job's speed relative to a balanced partition; DLRover §5.4). With
+    ``rebalance_on_ps_change`` a new PS set re-partitions evenly (DLRover-RM §4.3, DeepRec): a
+    change of the PS count (a PS moved to another machine keeps its tensors, and its load)."""
 
     fraction: Fraction = 0.13
     skew: Annotated[float, Range(gt=1)] = 2.0
@@ -161,16 +175,22 @@ class Hooks(Protocol):
 class Capabilities:
     """What a policy declares to the fault model (class attributes of ``policies.base.Policy``).
     ``dynamic_sharding``: the fast workers take a straggler's data shards (DLRover-RM §5.1), so a
-    slow worker never holds the job back; ``checkpoint_interval_s``: the policy checkpoints this
-    often instead of ``faults.checkpoint.interval_s`` (None: the config's)."""
+    slow worker holds the job back only by the shard it holds when the data runs out;
+    ``shard_batches``: the policy's ``shard_batches(job_id)``, the batches per shard it gives
+    that job's straggler now (None: it never changes them); ``checkpoint_interval_s``: the
+    policy checkpoints this often instead of ``faults.checkpoint.interval_s`` (None: the config's)."""
 
     dynamic_sharding: bool = False
     checkpoint_interval_s: float | None = None
+    shard_batches: Callable[[str], int] | None = field(default=None, compare=False)
 
     @classmethod
     def of(cls, policy) -> "Capabilities":
-        """What ``policy`` declares; a policy outside the ``Policy`` hierarchy declares nothing."""
-        return cls(bool(getattr(policy, "dynamic_sharding", False)), getattr(policy, "checkpoint_interval_s", None))
+        """What ``policy`` declares; a policy outside the ``Policy`` hierarchy declares nothing.
+        ``shard_batches`` is read from an instance only (a class's is an unbound function)."""
+        shards = getattr(policy, "shard_batches", None) if not isinstance(policy, type) else None
+        return cls(bool(getattr(policy, "dynamic_sharding", False)), getattr(policy, "checkpoint_interval_s", None),
+                   shards if callable(shards) else None)
 
 
 @dataclass(frozen=True)
@@ -225,9 +245,10 @@ class FaultModel:
         self._rng = {k: component_rng(seed, f"faults.{k}") for k in ("node", "task", "oom", "straggler")}
         self._alloc: dict[str, int] = {}     # job -> token, bumped at every change of its allocation
         self._attempt: dict[str, int] = {}   # job -> token, bumped at every (re)start
-        self._slow: dict[str, tuple] = {}    # job -> (role, factor, attempt token) of its straggler
+        self._slow: dict[str, tuple] = {}    # job -> (role, factor, attempt token, slow until) of its straggler
+        self._shards: dict[str, int] = {}    # job -> batches per shard of its straggler, as last read
         self._slow_at: dict[str, tuple] = {}  # job -> (role, node, tasks of the role there) of its straggler
-        self._hot: dict[str, int] = {}       # job -> its PS count when the hot PS appeared
+        self._hot: dict[str, tuple] = {}     # job -> (PS count, hot PS's node) when it appeared
         self._big_need: set[str] = set()     # underprovisioned jobs
         self._counted: dict[str, int] = {}   # failures that count against the retries
         self._replayed: dict[str, int] = {}  # recorded failures replayed so far
@@ -248,7 +269,7 @@ class FaultModel:
                 self._big_need.add(spec.job_id)
             ps = next((r for r in spec.roles if r.name == "ps"), None)
             if self.hot_ps and ps is not None and u_hot < self.hot_ps.fraction:
-                self._hot[spec.job_id] = -1   # appears at the first start
+                self._hot[spec.job_id] = ()   # appears at the first start
         unknown = set(self.records) - {spec.job_id for spec in world.jobs}
         if unknown:
             raise ConfigError(f"faults.replay: recorded failures of jobs not in the run, e.g. {sorted(unknown)[0]!r}")
@@ -282,8 +303,9 @@ class FaultModel:
             if job in self._failed_at:   # time to recover: failure -> training again
                 st.recover_s += st.busy_until - self._failed_at.pop(job)
                 st.recoveries += 1
-            if self._hot.get(job) == -1:
-                self._hot[job] = _count(st.allocation, "ps")
+            if self._hot.get(job) == () and _count(st.allocation, "ps"):
+                node = next(n for n, c in st.allocation["ps"].items() if c)   # the first PS is the hot one
+                self._hot[job] = (_count(st.allocation, "ps"), node)
             self._replay(st)
         pods = sum(sum(t.values()) for t in st.allocation.values())
         if self.task and self.task.per_pod_day > 0:
@@ -390,10 +412,33 @@ class FaultModel:
         attempt = self._attempt[job]
         if node is None:
             node = next(n for n, c in st.allocation[role].items() if c)
-        self._slow[job] = (role, factor, attempt)
+        self._slow[job] = (role, factor, attempt, self.hooks.now + duration_s)
         self._slow_at[job] = (role, node, st.allocation[role].get(node, 0))
+        self._shards[job] = self._shard_size(job)
         self.hooks.refresh_rate(job)
         self.hooks.at(duration_s, partial(self._recover_speed, job, attempt))
+        if self.declared.dynamic_sharding and self.declared.shard_batches is not None and role != "ps":
+            self.hooks.at(self._heartbeat_s(), partial(self._heartbeat, job, attempt))
+
+    def _heartbeat_s(self) -> float:
+        return self.straggler.heartbeat_s if self.straggler else StragglerFaults.heartbeat_s
+
+    def _shard_size(self, job: str) -> int:
+        """Batches per shard the policy gives the job's straggler now (the healthy size if it sets none)."""
+        healthy = self.straggler.shard_batches if self.straggler else StragglerFaults.shard_batches
+        ask = self.declared.shard_batches
+        return int(ask(job)) if ask is not None else healthy
+
+    def _heartbeat(self, job: str, attempt: int) -> None:
+        """A heartbeat of the straggling job: a new shard size the policy set takes effect."""
+        slow = self._slow.get(job)
+        if slow is None or slow[2] != attempt or self.hooks.state(job).status is not Status.RUNNING:
+            return
+        size = self._shard_size(job)
+        if size != self._shards.get(job):
+            self._shards[job] = size
+            self.hooks.refresh_rate(job)
+        self.hooks.at(self._heartbeat_s(), partial(self._heartbeat, job, attempt))
 
     def _recover_speed(self, job: str, attempt: int) -> None:
         slow = self._slow.get(job)
@@ -417,22 +462,47 @@ class FaultModel:
         relative to the others), None while every task keeps pace."""
         slow = self._slow.get(job)
         st = self.hooks.state(job) if self.hooks is not None else None
-        if slow is None or st is None or st.status is not Status.RUNNING or slow[2] != self._attempt.get(job) \
-                or not self._stays(job, st.allocation):
+        if st is None or st.status is not Status.RUNNING:
             return None
+        if slow is None or slow[2] != self._attempt.get(job) or not self._stays(job, st.allocation):
+            return self._hot_task(st)
         role, node, _ = self._slow_at[job]
         return role, node, 1.0 / slow[1]
 
+    def _hot_task(self, st: JobState) -> tuple[str, int, float] | None:
+        """A hot PS as per-PS CPU load shows it: ("ps", its node, the job's speed relative to a
+        balanced partition); None if the job has none (or it was re-partitioned)."""
+        if st.spec.job_id not in self._hot or not self._hot_now(st, st.allocation):
+            return None
+        f = self._hot_effect(st, st.allocation)
+        if not f < 1.0:
+            return None
+        ps = st.allocation["ps"]
+        node = self._hot[st.spec.job_id][1]
+        return "ps", node if ps.get(node, 0) else next(n for n, c in ps.items() if c), f
+
     # ------------------------------------------------------------------ effects
     def _straggler_effect(self, st: JobState, alloc, role: str, factor: float) -> float:
-        async_ps = any(r.name == "ps" for r in st.spec.roles) and not (self.straggler and self.straggler.ps_sync)
-        # dynamic data sharding (DLRover-RM §5.1; a policy declaring ``dynamic_sharding``): the fast
-        # workers take the slow one's shards, so it never holds the job back, as under async training
-        sharded = self.declared.dynamic_sharding
-        if (async_ps or sharded) and role != "ps":   # one slow worker of n: the others go on at full speed
-            n = max(_count(alloc, role), 1)
-            return (n - 1 + 1.0 / factor) / n
-        return 1.0 / factor
+        """The job's speed with one task ``factor`` x slow (StragglerFaults: static vs dynamic sharding)."""
+        sync = self.straggler is not None and self.straggler.ps_sync and any(r.name == "ps" for r in st.spec.roles)
+        if role == "ps" or sync or not self.declared.dynamic_sharding:
+            return 1.0 / factor   # every worker waits on it, or the job ends when its static share is done
+        # dynamic data sharding (DLRover-RM §5.1): one slow worker of n, the others go on at full speed
+        n = max(_count(alloc, role), 1)
+        share = (n - 1 + 1.0 / factor) / n
+        base = self.world.speed.rate(st.spec, alloc, self.world.cluster) if self.world and self.world.speed else 0.0
+        job = st.spec.job_id
+        until = self._slow[job][3] if job in self._slow else math.inf
+        left = st.spec.total_work - st.progress
+        if not base > 0 or not left > 0:
+            return share
+        healthy = self.straggler.shard_batches if self.straggler else StragglerFaults.shard_batches
+        size = self._shards.get(job, healthy)
+        t = left / (base * share)   # s to the end of the data at the straggling speed
+        if self.hooks.now + t >= until:
+            return share            # it recovers before the data runs out: no tail
+        tail = max(size * factor - healthy, 0.0) / (2.0 * base / n)
+        return share * t / (t + tail)   # the tail spread over what is left: the job ends ``tail`` s later
 
     def _hot_effect(self, st: JobState, alloc) -> float:
         """The slowest PS bounds the update (notes/dlrover.md A4): one PS with ``skew`` x the mean
@@ -440,8 +510,7 @@ class FaultModel:
         use PS CPU: DLRover-RM Eq. 3) or, for models that count PSes only (Optimus Eq. 3, tables),
         as if there were p/skew PSes (linear between the neighbouring counts)."""
         p = _count(alloc, "ps")
-        at_start = self._hot.get(st.spec.job_id, -1)
-        if p < 2 or (self.hot_ps.rebalance_on_ps_change and at_start not in (-1, p)):
+        if p < 2 or not self._hot_now(st, alloc):
             return 1.0
         speed, cluster, skew = self.world.speed, self.world.cluster, self.hot_ps.skew
         base = speed.rate(st.spec, alloc, cluster)
@@ -457,6 +526,13 @@ class FaultModel:
         r_lo = speed.rate(st.spec, _with_tasks(alloc, "ps", lo), cluster)
         r_hi = speed.rate(st.spec, _with_tasks(alloc, "ps", lo + 1), cluster) if eff > lo else r_lo
         return min((r_lo + (eff - lo) * (r_hi - r_lo)) / base, 1.0)
+
+    def _hot_now(self, st: JobState, alloc) -> bool:
+        """The hot PS is still there: not yet started, or the PS count it appeared with (with
+        ``rebalance_on_ps_change`` another count re-partitions evenly). The partition is by
+        tensor, so a PS moved to another machine stays hot."""
+        at_start = self._hot.get(st.spec.job_id, ())
+        return at_start == () or not self.hot_ps.rebalance_on_ps_change or _count(alloc, "ps") == at_start[0]
 
     def _oom_role(self, st: JobState) -> str | None:
         """The first role whose tasks need more memory than they are granted, if any."""

@@ -7,7 +7,9 @@ and nodes spanned); ``LinearSpeed`` is the placement-blind model used without pr
 The estimators follow scikit-learn's shape: ``fit(samples)`` with samples ``[(x, rate), ...]``,
 ``predict(X)`` and ``mape(samples)``; ``holdout_mape`` reports the error on held-out points.
 - ``OptimusSpeed``: Optimus Eq. 3 (async) and Eq. 4 (sync) in PS count p and workers w.
-- ``DLRoverSpeed``: DLRover-RM Eqs. 1-6 in workers, PS and CPU per task.
+- ``DLRoverSpeed``: DLRover-RM Eqs. 1-6 in workers, PS and CPU per task (the form DLRover fits).
+- ``WorkerNeedSpeed``: the DLRover draft's §4.1 model (Eq. 1 with Eq. 4's PS bound): the DLRM
+  profiles' ground truth, with the CPU each task then uses.
 - ``AllReduceSpeed``: data-parallel ring all-reduce in GPUs and nodes spanned.
 - ``TableSpeed``: interpolation of measured points.
 All three parametric models are linear in their non-negative coefficients once written as
@@ -295,6 +297,57 @@ class DLRoverSpeed(_Linearised):
 
     def time_from_rate(self, x, rate):
         return float(x[0]) / rate
+
+
+class WorkerNeedSpeed:
+    """The DLRover draft's §4.1 model (seed 000, Eqs. 1 and 4) of an asynchronous PS job. x = (w, p, λw, λp).
+
+    A worker needs ``w_hat`` cores (ŵ): with λw of them it runs ``sample_rate``·min(λw, ŵ)/ŵ
+    steps/s (Eq. 1's W_compute/(r·min(w, ŵ)); cores beyond ŵ stay idle, §2.3 / Fig. 1: W&D gains
+    nothing past a few cores per worker). Every worker puts ``s_hat`` cores (ŝ) of load on the PS
+    (Eq. 4: the PS needs N_w·ŝ cores, else "parameter servers are overloaded and the throughput R
+    can not be further improved with more workers"), so with P = p·λp PS cores the job runs
+    ``w·x(λw)·min(1, P/(w·ŝ))`` steps/s. ŵ, ŝ and the one-worker rate are Table 1's sampling rows.
+
+    That per-worker PS load is the cost that makes many small workers worse than a few of ŵ
+    cores: a worker of λw ≤ ŵ cores costs λw + ŝ cores for x(λw) steps/s, best at λw = ŵ, so the
+    optimum within C cores is Eqs. 10–11's N_w = C/(ŵ + ŝ) workers of ŵ cores, the draft's
+    Table 1 "optimize" rows and its well-tuned Table 2 (tests/simulator/test_speed.py searches
+    it). The model does not tell how the PS cores are split (the draft picks 16-core PSes for
+    their pending time, Fig. 3, not their speed). ``busy`` gives the cores each task uses at a
+    throughput: a worker min(λw, ŵ) while the PS keeps up, the PS the load of its workers.
+    """
+
+    def __init__(self, w_hat: float, s_hat: float, sample_rate: float):
+        if not (w_hat > 0 and s_hat > 0 and sample_rate > 0):
+            raise ValueError(f"WorkerNeedSpeed needs w_hat, s_hat and sample_rate > 0, got {w_hat}, {s_hat}, {sample_rate}")
+        self.w_hat, self.s_hat, self.sample_rate = float(w_hat), float(s_hat), float(sample_rate)
+
+    def worker_rate(self, lw) -> np.ndarray:
+        """Steps/s of one worker with ``lw`` cores and the PS keeping up."""
+        return self.sample_rate * np.minimum(np.asarray(lw, dtype=np.float64), self.w_hat) / self.w_hat
+
+    def predict(self, xs) -> np.ndarray:
+        x = np.array([[float(v) for v in row] for row in _as_rows(xs)], dtype=np.float64)
+        return self.grid(x[:, 0], x[:, 1], x[:, 2], x[:, 3])
+
+    def grid(self, w, p, lw, lp) -> np.ndarray:
+        """Steps/s over arrays of (w, p, λw, λp), broadcast (the configuration search's form)."""
+        w, p, lw, lp = (np.asarray(v, dtype=np.float64) for v in (w, p, lw, lp))
+        load = w * self.s_hat
+        keeps_up = np.minimum(1.0, np.divide(p * lp, load, out=np.ones(np.broadcast(w, p, lp).shape), where=load > 0))
+        return w * self.worker_rate(lw) * keeps_up
+
+    def busy(self, x, rate: float) -> tuple[float, float]:
+        """(cores one worker uses, cores one PS uses) while the job runs ``rate`` steps/s at x: the
+        workers' CPU follows their steps (ŵ cores at the one-worker rate), the PS carries ŝ per
+        worker in proportion to how fast the workers go against their unhindered pace."""
+        w, p, lw, lp = (float(v) for v in x)
+        full = w * float(self.worker_rate(lw))
+        if not (w > 0 and p > 0 and full > 0):
+            return 0.0, 0.0
+        pace = min(max(rate / full, 0.0), 1.0)
+        return min(lw, self.w_hat) * pace, min(lp, w * self.s_hat * pace / p)
 
 
 class AllReduceSpeed(_Linearised):

@@ -144,7 +144,7 @@ def real(cfg: dict, c: dict, table, models: dict, run_dir: Path, cores: list[int
     load = host_load()
     t0 = time.perf_counter()
     engine = TestbedEngine(sim.jobs, sim.cluster, sim.policy, tasks, cfg["mechanism"], cfg["poll_s"],
-                           speed=sim.speed, usage=sim.clock.usage, seed=c["seed"], progress=False)
+                           speed=sim.speed, usage=sim.usage, seed=c["seed"], progress=False)
     rec = engine.run()
     meta = {**experiment.provenance(), "status": "complete", "kind": "testbed", "config": c,
             "mechanism": cfg["mechanism"], "cores": cores, "wall_time_s": time.perf_counter() - t0,

@@ -26,7 +26,7 @@ from clustersim.simulator.job import JobSpec, task_demand
 from clustersim.simulator.overhead import DEFAULT_COSTS, ModelCosts
 from clustersim.simulator.registry import Registry
 from clustersim.simulator.speed import (AllReduceSpeed, DLRoverSpeed, OptimusSpeed, ProfileSpeed, PSTestbed, TableSpeed,
-                                        scaling_role, spread_evenly)
+                                        WorkerNeedSpeed, scaling_role, spread_evenly)
 
 HERE = Path(__file__).parent
 _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)   # safe_load's rules, libyaml's parser (~10x faster)
@@ -75,6 +75,7 @@ class Profile:
     _aware: bool | None = None                         # placement_aware, once known
     locality: tuple | None = None                      # PS jobs: (inter/intra bandwidth, θ2 of Eq. 4, async)
     testbed: object = None                             # PS jobs: speed.PSTestbed (1GbE links, model size)
+    embedding: dict | None = None                      # PS jobs: {static_share} of the PS memory (Zoo.usage)
 
     def for_type(self, gpu_type: str | None) -> "Profile":
         """The profile whose speed applies on ``gpu_type`` nodes: its own entry, else ``speed``."""
@@ -164,28 +165,55 @@ class Zoo:
         those marked ``pool: false`` (copies of a model with another testbed's GPU types)."""
         return [n for n in self.names(family) if self.profiles[n].pooled]
 
-    def usage(self, spec: JobSpec, alloc) -> dict[str, tuple[float, float]]:
-        """Per-task (CPU cores, GB) each role of a running job uses: the profile's per-task
-        figures (``tasks.<role>.cpu/mem``; parameters shard over the PS, so a PS's memory scales
-        with requested / current PS count), capped by the grant for CPU; without figures, the
-        grant. The faults model compares this memory with the grant (OOM)."""
+    def usage(self, spec: JobSpec, alloc, *, rate: float | None = None, progress: float = 1.0,
+              need: float = 1.0) -> dict[str, tuple[float, float]]:
+        """Per-task (CPU cores, GB) each role of a running job uses, the job running ``rate``
+        steps/s (None: as fast as the allocation lets it) with ``progress`` (0..1) of its work
+        done; ``need`` multiplies its memory (a job needing more than its model's profile,
+        ``faults.oom``).
+
+        A ``worker_need`` profile (the DLRM models): CPU follows the throughput
+        (``WorkerNeedSpeed.busy``: a worker's with its steps, a PS's with its workers' load), and
+        the PS memory is the static share plus the embedding tables, grown in proportion to the
+        samples seen (``embedding.static_share``, DLRover-RM §5.3), the total of Table 2's
+        ``tasks.ps.count`` PSes spread over the job's PSes; a worker's memory is its figure.
+        Other profiles: the per-task figures (``tasks.<role>.cpu/mem``; a PS's memory scales with
+        requested / current PS count), capped by the grant for CPU; without figures, the grant."""
         p = self.profiles.get(spec.profile)
+        busy, grown = _load_use(p, spec, alloc, rate, progress) if p is not None else (None, 1.0)
         out = {}
         for role, tasks in alloc.items():
             r = spec.role(role)
             _, cpu, mem = task_demand(r, tasks)
-            need = (p.tasks.get(role) or {}) if p else {}
-            used_cpu = min(cpu, float(need["cpu"])) if "cpu" in need else cpu
-            used_mem = float(need["mem"]) if "mem" in need else mem
-            if role == "ps" and "mem" in need:
-                used_mem *= r.count / max(sum(tasks.values()), 1)
-            out[role] = (used_cpu, used_mem)
+            fig = (p.tasks.get(role) or {}) if p else {}
+            used_cpu = min(cpu, float(fig["cpu"])) if "cpu" in fig else cpu
+            if busy is not None:
+                used_cpu = busy[role]
+            used_mem = float(fig["mem"]) if "mem" in fig else mem
+            if role == "ps" and "mem" in fig:
+                used_mem *= grown * float(fig.get("count", r.count)) / max(sum(tasks.values()), 1)
+            out[role] = (used_cpu, used_mem * need)
         return out
+
+    usage.load_aware = True   # takes the job's rate, progress and memory need (simulator/usage.py)
 
     def costs_of(self, spec: JobSpec) -> ModelCosts:
         """Per-model reconfiguration costs (the defaults for a job without a known profile)."""
         p = self.profiles.get(spec.profile)
         return p.costs if p else DEFAULT_COSTS
+
+
+def _load_use(p: Profile, spec: JobSpec, alloc, rate: float | None, progress: float) -> tuple[dict | None, float]:
+    """For a ``worker_need`` profile with both roles running: the cores each worker and each PS
+    uses at ``rate`` (``WorkerNeedSpeed.busy``), and the share of the final PS memory held after
+    ``progress`` of the work (``embedding.static_share`` at the start, all of it at the end)."""
+    if not (isinstance(p.model, WorkerNeedSpeed) and "ps" in alloc and "worker" in alloc):
+        return None, 1.0
+    x = (float(sum(alloc["worker"].values())), float(sum(alloc["ps"].values())),
+         task_demand(spec.role("worker"), alloc["worker"])[1], task_demand(spec.role("ps"), alloc["ps"])[1])
+    busy = dict(zip(("worker", "ps"), p.model.busy(x, p.model.predict(x)[0] if rate is None else rate)))
+    static = float((p.embedding or {}).get("static_share", 1.0))
+    return busy, static + (1.0 - static) * min(max(progress, 0.0), 1.0)
 
 
 def load(files: list[str | Path] | None = None) -> Zoo:
@@ -359,7 +387,8 @@ def _build(name: str, raw: dict, built: dict, chain: tuple) -> Profile:
     if dataset is not None and (not isinstance(dataset, (int, float)) or dataset <= 0):
         raise ProfileError(f"{where}: dataset_size must be a number > 0 (samples per epoch), got {dataset!r}")
     prof = Profile(name=name, family=family, batch_size=float(batch), speed_kind=speed["kind"], costs=costs,
-                   tasks=body.get("tasks") or {}, convergence=_convergence(body.get("convergence"), where),
+                   tasks=body.get("tasks") or {}, embedding=_embedding(body.get("embedding"), where),
+                   convergence=_convergence(body.get("convergence"), where),
                    aliases=tuple(body.get("aliases") or ()), dataset_size=None if dataset is None else float(dataset), pooled=pooled,
                    source=str(path.name))
     if speed["kind"] is not None:
@@ -500,6 +529,31 @@ class _DLRoverKind:
         return float(prof.model.predict((w, p, prof.cpu(spec, "worker", cpus), prof.cpu(spec, "ps", cpus)))[0])
 
 
+@SPEED_KINDS.register("worker_need")
+class _WorkerNeedKind:
+    """PS job: the DLRover draft's §4.1 model (``speed.WorkerNeedSpeed``) from its Table 1
+    sampling row: ``w_hat`` (cores a worker uses), ``s_hat`` (PS cores one worker loads) and
+    ``sample_steps_per_s`` (one worker's steps/s)."""
+
+    @staticmethod
+    def build(prof, speed, raw, built, chain, where):
+        if prof.family != "ps":
+            raise ProfileError(f"{where}: speed.kind worker_need is for ps profiles")
+        try:
+            prof.model = WorkerNeedSpeed(float(speed["w_hat"]), float(speed["s_hat"]), float(speed["sample_steps_per_s"]))
+        except KeyError as e:
+            raise ProfileError(f"{where}: speed.kind worker_need needs {e.args[0]}") from None
+        except (TypeError, ValueError) as e:
+            raise ProfileError(f"{where}: speed: {e}") from None
+
+    @staticmethod
+    def rate(prof, spec, counts, nodes, cpus):
+        p, w = counts.get("ps", 0), counts.get("worker", 0)
+        if p == 0 or w == 0:
+            return 0.0
+        return float(prof.model.grid(w, p, prof.cpu(spec, "worker", cpus), prof.cpu(spec, "ps", cpus)))
+
+
 @SPEED_KINDS.register("goodput")
 class _GoodputKind:
     """Pollux's throughput model on a Pollux application directory (simulator/goodput.py):
@@ -539,6 +593,15 @@ def _packed_shape(n: int, nodes: int) -> list[int]:
     """``n`` tasks spread as evenly as possible over ``nodes`` nodes (no per-node layout known)."""
     nodes = max(1, min(nodes, n))
     return [n // nodes + (1 if i < n % nodes else 0) for i in range(nodes)]
+
+
+def _embedding(e, where) -> dict | None:
+    if e is None:
+        return None
+    share = e.get("static_share") if isinstance(e, dict) else None
+    if set(e if isinstance(e, dict) else ()) != {"static_share"} or not isinstance(share, (int, float)) or not 0 <= share <= 1:
+        raise ProfileError(f"{where}: embedding needs static_share in [0, 1] (the PS memory held from the start), got {e!r}")
+    return {"static_share": float(share)}
 
 
 def _convergence(c, where) -> dict | None:

@@ -64,6 +64,31 @@ def test_algorithm1_by_hand(mode, expect):
     assert {p.job.job_id: p.pw() for p in got} == expect
 
 
+def test_algorithm1_keeps_each_job_within_its_cpu_quota():
+    """The same two jobs with ``job_cpu_cap`` = 8 cores (every task 2 cores): A starts at (1,1),
+    4 cores; A ps (gain 30) -> (2,1), 6 cores; A worker (24) -> (2,2), 8 cores: A is full; B worker
+    (12) -> (1,2), 6 cores, GPUs used up; B ps gains nothing. Without the quota A went on to (3,2)."""
+    a, b = two_jobs()
+    got = allocate([a, b], CAPACITY, job_cpu_cap=8.0)
+    assert {p.job.job_id: p.pw() for p in got} == {"a": (2, 2), "b": (1, 2)}
+    assert a.cpu == 8.0 and b.cpu == 6.0
+
+
+def test_a_start_that_cannot_be_placed_at_its_planned_counts_starts_smaller():
+    """Algorithm 1 plans against the cluster's totals, so a pending job's counts may not pack onto
+    its nodes (seed 0 of the single W&D job waited for good: a livelock); the plan then drops one
+    task at a time, of the role furthest above its minimum, until it is placed or at its minimum."""
+    from clustersim.policies.optimus import _shrink
+    roles = (RoleSpec("ps", 1, 0.0, 4.0, 1.0, 1, 4), RoleSpec("worker", 1, 0.0, 2.0, 1.0, 1, 4))
+    counts = {"ps": 4, "worker": 3}
+    j = job("x", 0.0, roles)
+    # the PS role is 3 above its minimum, the workers 2: a PS goes first, then (2 and 2 above) a worker
+    assert _shrink(j, counts) and counts == {"ps": 3, "worker": 3}
+    assert _shrink(j, counts) and counts == {"ps": 3, "worker": 2}
+    counts = {"ps": 1, "worker": 1}
+    assert not _shrink(j, counts) and counts == {"ps": 1, "worker": 1}   # the gang minimum: nothing to drop
+
+
 def test_algorithm1_minimums_in_arrival_order_and_no_gain_no_task():
     """Gang minimums go first in arrival order, a job whose minimum does not fit the totals gets
     nothing (it waits); a job whose gains are all zero stays at its minimum."""

@@ -138,14 +138,16 @@ def test_oom_exactly_when_the_need_exceeds_the_grant():
 
 
 def test_oom_from_the_zoo_when_ps_are_fewer_than_requested():
-    # Zoo.usage: parameters shard over the PS, so 4 PSes requested of 8 GB each need 16 GB each when
-    # only 2 run; the grant stays 8 GB: OOM. At the request they need exactly 8 GB: no OOM.
+    # Zoo.usage: W&D's embedding tables fill 8 PSes of 8 GB (DLRover Table 2) = 64 GB by the job's
+    # end, sharded over the PSes it runs: 4 PSes granted 16 GB need 64 / 4 = 16 GB each (no OOM);
+    # only 2 running need 32 GB each against the same 16 GB grant: OOM (the fault model checks the
+    # peak, the memory at the end of the work).
     from clustersim.simulator import profiles
     from clustersim.policies.base import Decision, Policy
     zoo = profiles.load()
-    spec = ps_job("p", 4, 2, 8.0, profile="wide_deep_cpu" if "wide_deep_cpu" in zoo.profiles else None)
-    name = next(n for n, p in zoo.profiles.items() if p.tasks.get("ps", {}).get("mem") == 8)
-    spec = JobSpec(**{**{f: getattr(spec, f) for f in spec.__dataclass_fields__}, "profile": name, "model": name})
+    spec = ps_job("p", 4, 2, 16.0)
+    spec = JobSpec(**{**{f: getattr(spec, f) for f in spec.__dataclass_fields__}, "profile": "wide_deep",
+                      "model": "wide_deep"})
 
     class Place(Policy):
         name = "place"
@@ -176,8 +178,9 @@ def test_a_straggler_slows_a_synchronous_job_to_its_slowest_member():
     assert [(s[0], s[1], s[2]) for s in a.samples] == [(0.0, 100.0, 1.0), (100.0, 300.0, 0.25), (300.0, 1150.0, 1.0)]
 
 
-def test_a_slow_worker_of_an_asynchronous_ps_job_lowers_it_by_its_share():
-    # 4 async workers, one 4x slower: (3 + 1/4)/4 = 0.8125 of the rate for 400 s: 75 s of work late
+def test_a_slow_worker_of_an_asynchronous_ps_job_under_static_sharding_holds_its_end():
+    # 4 async workers, each owning 1/4 of the data ([D] §6.3's TFJob); one 4x slower for 400 s falls
+    # 400 x (1 - 1/4) = 300 s of its own work behind, and the job ends when its share is done: 300 s late
     cl = cluster(nodes=2, gpus=4, cpus=64, mem=256)
     fm = model({})
     spec = ps_job("p", 1, 4, 0.0)
@@ -185,7 +188,48 @@ def test_a_slow_worker_of_an_asynchronous_ps_job_lowers_it_by_its_share():
     eng.at(10.0, lambda: fm.slow_task("p", "worker", 4.0, 400.0))
     p = eng.run().states[0]
     base = 1000.0   # linear speed: 4 workers at their request = 1 iteration/s
-    assert p.end_time == pytest.approx(base + 400.0 * (1 - 0.8125), **EXACT)
+    assert p.end_time == pytest.approx(base + 400.0 * (1 - 0.25), **EXACT)
+
+
+def sharded_run(sizes, duration=1e6):
+    """A 1,000 s async PS job (4 workers at 1 step/s: 0.25 batches/s each) whose worker turns 4x slow
+    at 10 s, under a policy with dynamic sharding whose straggler shard size is ``sizes(now)``."""
+    class Sharding(Fifo):
+        dynamic_sharding = True
+
+        def shard_batches(self, job_id):
+            return sizes(self.now)
+
+        def decide(self, view):
+            self.now = view.now
+            return super().decide(view)
+
+    cl = cluster(nodes=2, gpus=4, cpus=64, mem=256)
+    fm = model({"straggler": {"shard_batches": 8, "heartbeat_s": 60.0}})
+    pol = Sharding()
+    pol.now = 0.0
+    eng = engine([ps_job("p", 1, 4, 0.0)], fm, cl=cl, policy=pol)
+    eng.at(10.0, lambda: fm.slow_task("p", "worker", 4.0, duration))
+    eng.at(500.0, lambda: setattr(pol, "now", 500.0))
+    return eng.run().states[0]
+
+
+def test_dynamic_sharding_costs_the_straggler_its_share_and_the_tail_of_the_shard_it_holds():
+    # from 10 s: (3 + 1/4)/4 = 0.8125 of 1 step/s, 990 steps left -> 1218.46 s; when the data runs
+    # out the slow worker holds half a shard on average: (S x 4 - 8) / (2 x 0.25) s more than a
+    # healthy worker's half shard of 8 batches (S = 8: 48 s; S = 2: none)
+    share = 990.0 / 0.8125
+    assert sharded_run(lambda t: 8).end_time == pytest.approx(10.0 + share + 48.0, **EXACT)
+    assert sharded_run(lambda t: 2).end_time == pytest.approx(10.0 + share, **EXACT)
+    # the policy shrinks its shards to 4 batches at 500 s, read at the next heartbeat (every 60 s
+    # from 10 s: 550 s): the tail is (4 x 4 - 8) / 0.5 = 16 s from then on. The tail is spread over
+    # what is left, so the 540 s before ran at 0.8125 x 1218.46 / (1218.46 + 48) = 0.781705 step/s:
+    # 422.12 steps, 567.88 left at 0.8125: 698.93 s, ending at 550 + 698.93 + 16 = 1264.93 s
+    early = 540.0 * 0.8125 * share / (share + 48.0)
+    assert sharded_run(lambda t: 8 if t < 500.0 else 4).end_time == \
+        pytest.approx(550.0 + (990.0 - early) / 0.8125 + 16.0, **EXACT)
+    # a straggler that recovers before the data runs out holds no tail: 400 s at 0.8125: 75 s late
+    assert sharded_run(lambda t: 8, duration=400.0).end_time == pytest.approx(1075.0, **EXACT)
 
 
 def hot_ps_run(name: str, ps: int = 2):
@@ -213,6 +257,28 @@ def test_a_hot_ps_limits_throughput_as_if_every_ps_had_its_share_of_cpu():
     assert st.end_time == pytest.approx(alone, rel=1e-9)
     # a change of the PS count re-partitions evenly (DLRover-RM): no hot PS on 3 PSes
     assert fm._hot_effect(st, {"ps": Tasks({0: 3}), "worker": Tasks({0: 4})}) == 1.0
+
+
+def test_a_hot_ps_from_the_first_start_shows_in_per_ps_load():
+    # what a policy's view shows while the job runs (JobView.slowest_task): the hot PS's node and
+    # the job's speed against a balanced partition (the hot effect above), with nothing healthy in
+    # its samples to compare with; after a change of the PS count, nothing
+    from clustersim.simulator import profiles
+    from clustersim.simulator.job import Tasks
+    zoo = profiles.load()
+    roles = (RoleSpec("ps", 2, 0.0, 16.0, 8.0, 1, 3), RoleSpec("worker", 4, 0.0, 3.0, 4.0, 1, 4))
+    spec = JobSpec(0, "p", 0.0, roles, 1e5, 1000.0, profile="wide_deep", model="wide_deep")
+    fm = model({"hot_ps": {"fraction": 1.0, "skew": 2.0}})
+    eng = engine([spec], fm, cl=cluster(nodes=2, gpus=4, cpus=128, mem=256), speed=zoo.speed)
+    seen = []
+    eng.at(100.0, lambda: seen.append(fm.slowest_task("p")))
+    st = eng.run().states[0]
+    alloc = st.samples[-1][3]
+    assert seen == [("ps", next(iter(alloc["ps"])), pytest.approx(fm._hot_effect(st, alloc)))] and seen[0][2] < 0.9
+    assert fm._hot_task(st) is None   # ended
+    st.status = Status.RUNNING
+    st.allocation = {"ps": Tasks({0: 3}), "worker": Tasks({0: 4})}
+    assert fm._hot_task(st) is None   # 3 PSes: re-partitioned evenly
 
 
 def test_a_hot_ps_on_a_model_that_counts_ps_only_runs_as_with_p_over_skew_ps():

@@ -25,7 +25,7 @@ def test_ps_profiles_give_memory_per_ps_and_per_worker():
     for name in OPTIMUS_TABLE_1 + RECOMMENDATION:
         tasks = ZOO.profile(name).tasks
         assert tasks["ps"]["mem"] > 0 and tasks["worker"]["mem"] > 0, name
-    assert ZOO.profile("wide_deep").tasks == {"ps": {"cpu": 16, "mem": 8}, "worker": {"cpu": 3, "mem": 4}}  # DLRover T2
+    assert ZOO.profile("wide_deep").tasks == {"ps": {"cpu": 16, "mem": 8, "count": 8}, "worker": {"cpu": 3, "mem": 4}}  # DLRover T2
 
 
 @pytest.mark.parametrize("model, family, expected", [
@@ -75,6 +75,14 @@ def write(tmp_path, name, text):
      "samples_per_s: [[1.0]]}}}", "dataset_size must be a number > 0"),
     ("m: {family: ps, batch_size: 8, speed: {kind: dlrover, shares: [1, 2], points: [[1, 1, 4, 4, 2.0]]}}",
      "speed: term shares: need 5 finite numbers"),
+    ("m: {family: ps, batch_size: 8, speed: {kind: worker_need, w_hat: 2, s_hat: 1}}",
+     "worker_need needs sample_steps_per_s"),
+    ("m: {family: ps, batch_size: 8, speed: {kind: worker_need, w_hat: 0, s_hat: 1, sample_steps_per_s: 3}}",
+     "w_hat, s_hat and sample_rate > 0"),
+    ("m: {family: gpu, batch_size: 8, speed: {kind: worker_need, w_hat: 2, s_hat: 1, sample_steps_per_s: 3}}",
+     "worker_need is for ps profiles"),
+    ("m: {family: ps, batch_size: 8, embedding: {static_share: 1.5}, speed: {kind: worker_need, w_hat: 2, "
+     "s_hat: 1, sample_steps_per_s: 3}}", "embedding needs static_share in"),
 ])
 def test_bad_profile_files_are_named(tmp_path, text, message):
     path = write(tmp_path, "bad.yaml", text)

@@ -114,3 +114,30 @@ def test_synthetic_through_the_pipeline():
     assert report.sources == [{"generator": "sidecar", "seed": 5, "jobs": 40}]
     with pytest.raises(traces.TraceError, match="unknown generator"):
         load({"format": "synthetic", "options": {"generator": "alibaba"}})
+
+
+def test_dlrm_users_over_provision_each_task_as_the_papers_measured():
+    """dlrm_jobs' habit: tuned task counts, per-task factors whose aggregate utilisation is [RM]
+    §6.3's before-DLRover figure and with 80 % of jobs under half ([RM] Fig. 3); memory has no
+    rounding, so its factors show directly (W&D worker: 4 GB tuned; PS: 8 GB)."""
+    from clustersim.traces.synthetic import dlrm_jobs
+    cols = dlrm_jobs(np.random.default_rng(3), jobs=4000, users=4000, mix={"wide_deep": 1.0, "deepfm": 0.0,
+                                                                            "xdeepfm": 0.0, "dcn": 0.0})
+    ps = [r[0] for r in cols["roles"]]
+    wk = [r[1] for r in cols["roles"]]
+    assert {(p.count, w.count) for p, w in zip(ps, wk)} == {(8, 24)}          # [D] Table 2's counts
+    from clustersim.traces.synthetic import habit_lognormal
+    for roles, tuned, util in ((wk, 4.0, 0.152), (ps, 8.0, 0.138)):
+        f = np.array([r.mem for r in roles]) / tuned
+        assert f.min() >= 1.0 - 1e-3 and f.max() <= 192.0 / tuned + 1e-3    # the need .. one machine
+        assert (f > 2.0).mean() == pytest.approx(0.8, abs=0.03)
+        # the law's own mean gives the utilisation (clipped at 1 and at the pod's 192 GB: a PS's
+        # factor stops at 24, which lifts its 13.8 % to ~15 %)
+        law = np.clip(np.random.default_rng(0).lognormal(*habit_lognormal(util), 400_000), 1.0, 192.0 / tuned)
+        assert 1.0 / f.mean() == pytest.approx(1.0 / law.mean(), rel=0.08)
+        assert 1.0 / law.mean() == pytest.approx(util, rel=0.1)
+    tuned = dlrm_jobs(np.random.default_rng(3), jobs=5, habit="tuned")
+    for roles, m in zip(tuned["roles"], tuned["model"]):
+        want = {"wide_deep": (8, 16, 8, 24, 3, 4), "deepfm": (8, 16, 8, 24, 3, 4), "xdeepfm": (2, 16, 8, 8, 20, 8),
+                "dcn": (2, 16, 8, 8, 20, 8)}[m]
+        assert (roles[0].count, roles[0].cpu, roles[0].mem, roles[1].count, roles[1].cpu, roles[1].mem) == want
