@@ -24,6 +24,7 @@ def timed(cfg) -> tuple[dict, object, dict]:
     table, report = load_trace(cfg.trace)
     t1 = time.process_time()
     engine = build_engine(cfg, table, report)
+    del table   # as `clustersim` does (experiment.run): the run holds no second copy of the trace
     t2 = time.process_time()
     recorder = engine.run()
     t3 = time.process_time()

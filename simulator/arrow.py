@@ -128,7 +128,10 @@ def role_rows(column: pa.ChunkedArray) -> list[tuple]:
     ``RoleSpec``'s field order, read column by column (no dict per role: a million-job trace
     would hold a million of them at once)."""
     column = column.combine_chunks()
-    flat = column.values   # all roles, indexed by the (absolute) offsets
+    bounds = column.offsets.to_pylist()   # into the child array of all the table's roles
+    base = bounds[0] if bounds else 0
+    # the roles of these rows only (a slice's ``values`` are all the table's; ``flatten`` would
+    # import pyarrow.compute, which a run that needs no kernel does not load)
+    flat = column.values.slice(base, bounds[-1] - base if bounds else 0)
     values = list(zip(*(flat.field(f.name).to_pylist() for f in fields(RoleSpec) if f.init)))
-    bounds = column.offsets.to_pylist()
-    return [tuple(values[a:b]) for a, b in zip(bounds, bounds[1:])]
+    return [tuple(values[a - base:b - base]) for a, b in zip(bounds, bounds[1:])]

@@ -107,7 +107,8 @@ class Cluster:
         self.capacity.setflags(write=False)
         self.gpu_type = tuple(types)
         self.rack = tuple(racks)
-        self.free = self.capacity.copy()
+        self._free = self.capacity.copy()   # ``free``: brought up to date from _rows when read
+        self._dirty: set[int] = set()       # nodes whose row changed since ``free`` was last read
         self.up = np.ones(len(caps), dtype=bool)
         self.up.setflags(write=False)     # set_up() keeps the cached totals right
         self.total = self.capacity.sum(axis=0)
@@ -119,6 +120,18 @@ class Cluster:
         self._total = self.total.tolist() # plain floats: free_gpus is read at every decision
         self._down = [0.0, 0.0, 0.0]      # capacity of the nodes that are down
         self._demands: dict = {}          # a task's (GPU, cores, GB) -> its non-zero resources (take/release)
+
+    @property
+    def free(self) -> np.ndarray:
+        """Free resources per node (n_nodes x 3; down nodes keep theirs: ``free_copy`` hides
+        them). Take and release update plain rows; the array follows them when read, once per
+        changed node, not once per task placed."""
+        if self._dirty:
+            free, rows = self._free, self._rows
+            for node in self._dirty:
+                free[node] = rows[node]
+            self._dirty.clear()
+        return self._free
 
     @property
     def num_nodes(self) -> int:
@@ -159,7 +172,7 @@ class Cluster:
         return could_fit(self.capacity, [(r.demand, r.count) for r in spec.roles])
 
     def release(self, spec: JobSpec, alloc: Allocation) -> None:
-        used, rows, caps, free = self.used, self._rows, self._caps, self.free
+        used, rows, caps, dirty = self.used, self._rows, self._caps, self._dirty
         for role, nodes in alloc.items():
             held = self._held(task_demand(spec.role(role), nodes))
             for node, count in nodes.items():
@@ -167,12 +180,12 @@ class Cluster:
                 for k, x in held:
                     row[k] = _snap(row[k] + count * x, cap[k])
                     used[k] -= count * x
-                free[node] = row
+                dirty.add(node)
         self._snap_used()
 
     def take(self, spec: JobSpec, alloc: Allocation, who: str) -> None:
         """Place ``alloc``; raise CapacityError (naming ``who``, the job and node) if it does not fit."""
-        used, rows, caps, free, up, n = self.used, self._rows, self._caps, self.free, self._is_up, len(self._rows)
+        used, rows, caps, dirty, up, n = self.used, self._rows, self._caps, self._dirty, self._is_up, len(self._rows)
         for role, nodes in alloc.items():
             held = self._held(task_demand(spec.role(role), nodes))
             for node, count in nodes.items():
@@ -189,7 +202,7 @@ class Cluster:
                 for k, x in held:
                     row[k] = _snap(row[k] - count * x, cap[k])
                     used[k] += count * x
-                free[node] = row
+                dirty.add(node)
         self._snap_used()
 
     def _held(self, demand: tuple[float, float, float]) -> tuple:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from heapq import heappop, heappush
+from operator import attrgetter
 from typing import Annotated
 
 from tqdm import tqdm
@@ -97,7 +98,7 @@ class Engine:
         self._slot_start = -math.inf           # time of the last decision (slot_from_last)
         self.limits = limits or Limits()
         self.observe = observe or Observe()
-        self.jobs = sorted(jobs, key=lambda j: (j.submit_time, j.index))
+        self.jobs = sorted(jobs, key=attrgetter("submit_time", "index"))
         self.states = {j.job_id: JobState(j) for j in self.jobs}
         if len(self.states) != len(self.jobs):
             raise ValueError("job ids must be unique")
@@ -514,8 +515,12 @@ class Engine:
         view = self.running.pop(st.spec.job_id)
         self._finished.append(view)
         self.recorder.event(now, st, "finish", 0.0)
-        self._sample_usage()
         self._request_decision()
+        if self._decision_at != now or self.faults is not None or self.recorder.watchers:
+            self._sample_usage()
+        # else the decision at this instant writes this instant's timeline row (the recorder keeps
+        # one row per time, the last one): a row here would be overwritten. With a fault model the
+        # run may halt before that decision; watchers hear of every sample.
         self._stop_when_all_ended()
 
     def _stop_when_all_ended(self) -> None:

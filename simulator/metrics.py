@@ -45,7 +45,8 @@ class Recorder:
         self.watchers: list = []
         self.end_time = 0.0
         self._seg: dict = {}        # job -> (since, {gpu type: GPUs held}) of its current allocation
-        self._by_type: dict = {}    # job -> {gpu type: GPU-seconds} of its past allocations
+        # gpu type -> {job: GPU-seconds} of its past allocations: one dict per type, not one per job
+        self._by_type: dict[str, dict[str, float]] = {}
 
     # --- during the run (hot path: appends only)
     def sample(self, now: float, running: int, pending: int) -> None:
@@ -89,22 +90,23 @@ class Recorder:
 
     def _typed_segment(self, now: float, st: JobState, kind: str) -> None:
         """GPU-seconds per GPU type: close the job's last allocation at ``now``, open its new one."""
-        seg = self._seg
         job = st.spec.job_id
-        last = seg.pop(job, None)
+        last = self._seg.pop(job, None)
         if last is not None:
             since, held = last
-            acc = self._by_type.setdefault(job, {})
             for t, g in held.items():
-                acc[t] = acc.get(t, 0.0) + g * (now - since)
+                acc = self._by_type.get(t)
+                if acc is None:
+                    acc = self._by_type[t] = {}
+                acc[job] = acc.get(job, 0.0) + g * (now - since)
         if kind != "finish" and st.allocation:
-            held, types = {}, self.cluster.gpu_type
-            for role, nodes in st.allocation.items():
-                g = st.spec.role(role).gpu
+            held, types, role = {}, self.cluster.gpu_type, st.spec.role
+            for name, nodes in st.allocation.items():
+                g = role(name).gpu
                 for node, count in nodes.items():
                     t = types[node]
                     held[t] = held.get(t, 0.0) + g * count
-            seg[job] = (now, held)
+            self._seg[job] = (now, held)
 
     def node(self, now: float, node: int, up: bool) -> None:
         self._nodes["time"].append(now)
@@ -162,8 +164,9 @@ class Recorder:
 
     def by_type(self, st: JobState) -> dict[str, float]:
         """GPU-seconds a job held on each GPU type (allocations only, up to the end of the run)."""
-        acc = dict(self._by_type.get(st.spec.job_id, {}))
-        since, held = self._seg.get(st.spec.job_id, (self.end_time, {}))
+        job = st.spec.job_id
+        acc = {t: per_job[job] for t, per_job in self._by_type.items() if job in per_job}
+        since, held = self._seg.get(job, (self.end_time, {}))
         for t, g in held.items():
             acc[t] = acc.get(t, 0.0) + g * max(self.end_time - since, 0.0)
         return acc
@@ -537,7 +540,7 @@ def efficiency(rec: Recorder, start: float, end: float) -> dict:
     held: dict[str, tuple[float, float]] = {}   # job -> (GPUs, efficiency x GPUs) it counts with
     busy = weighted = busy_area = eff_area = 0.0
     t_prev = start
-    for t, job_id, g in sorted(zip(ev["time"], ev["job_id"], ev["gpus_after"]), key=lambda x: x[0]):
+    for t, job_id, g in _by_time(ev["time"], ev["job_id"], ev["gpus_after"]):
         t = min(max(t, start), end)
         if t > t_prev:
             busy_area += busy * (t - t_prev)
@@ -554,3 +557,13 @@ def efficiency(rec: Recorder, start: float, end: float) -> dict:
     out["gpu_efficiency_mean"] = eff_area / busy_area if busy_area > 0 else None
     out["cluster_efficiency_mean"] = eff_area / gpu_area if gpu_area > 0 else None
     return out
+
+
+def _by_time(times: array, jobs: list, gpus: array, chunk: int = 1 << 16):
+    """(time, job, GPUs after) of each event in time order (ties in the order recorded: a stable
+    sort, as ``sorted`` by time), made a chunk at a time: no tuple per event of a long run held at once."""
+    t, g = _floats(times), _floats(gpus)
+    order = np.argsort(t, kind="stable")
+    for i in range(0, len(order), chunk):
+        idx = order[i:i + chunk]
+        yield from zip(t[idx].tolist(), [jobs[k] for k in idx.tolist()], g[idx].tolist())

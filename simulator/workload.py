@@ -34,6 +34,7 @@ from clustersim.simulator.arrow import role_rows
 
 COLUMNS = ["job_id", "submit_time", "duration", "iterations", "roles", "tenant", "user", "model",
            "deadline", "priority", "batch_size", "gpu_type"]
+ROWS_AT_ONCE = 1 << 16   # rows build_jobs turns into Python objects at a time (choice: bounded memory, few slices)
 
 
 @dataclass(frozen=True)
@@ -172,18 +173,15 @@ def _with_unmeasured(zoo, rule: str):
 
 def build_jobs(table: pa.Table, source: str = "trace", assignment: Assignment | None = None,
                cluster=None, seed: int = 0) -> list[JobSpec]:
-    cols = [table.column(c).to_pylist() if c != "roles" else role_rows(table.column(c)) for c in COLUMNS]
-    for c in ("tenant", "user", "model", "gpu_type"):   # one string object per distinct name, not per job
-        names: dict = {}
-        cols[COLUMNS.index(c)] = [names.setdefault(v, v) for v in cols[COLUMNS.index(c)]]
     interned: dict[tuple, tuple[RoleSpec, ...]] = {}
-    rng = component_rng(seed, "workload") if assignment else None
+    rng = BlockDraws(component_rng(seed, "workload")) if assignment else None
     rates: dict = {}   # (profile, batch, roles) -> rate at the requested allocation, placed packed
     matched: dict = {}   # (model, roles) -> (family, the model's profile or None): a few distinct per trace
     drawn: dict = {}     # (model name without a profile, family) -> jobs given a drawn profile (unknown: warn)
+    pools: dict = {}     # family -> the profiles of its pool (profile.pool), for the drawn ones
     jobs = []
     for i, (job_id, submit, duration, iterations, key, tenant, user, model, deadline, priority, batch, gpu_type) in \
-            enumerate(zip(*cols)):
+            enumerate(_rows(table, ROWS_AT_ONCE)):
         roles = interned.get(key)
         if roles is None:
             roles = interned[key] = tuple(RoleSpec(*r) for r in key)
@@ -194,18 +192,29 @@ def build_jobs(table: pa.Table, source: str = "trace", assignment: Assignment | 
             jobs.append(JobSpec(i, job_id, submit, roles, iterations or duration or 0.0, duration, tenant, user, model,
                                 model, deadline, priority, batch, gpu_type))
             continue
-        fields = dict(index=i, job_id=job_id, submit_time=submit, roles=roles, total_work=iterations or duration or 0.0,
-                      duration=duration, tenant=tenant, user=user, model=model, profile=model, deadline=deadline,
-                      priority=priority, batch_size=batch, gpu_type=gpu_type)
         m = matched.get((model, key))
         if m is None:
             family = family_of(roles)
             m = matched[(model, key)] = (family, assignment.match(model, family))
-        _with_profile(fields, assignment, rng, cluster, rates, f"{source}: row {i} (job {job_id!r})", *m,
+        family, prof = m
+        if prof is None:
+            prof = _drawn(assignment, rng, pools, model, family, lambda: f"{source}: row {i} (job {job_id!r})")
+            if model:
+                drawn[(model, family)] = drawn.get((model, family), 0) + 1
+        sized_by_duration = duration is not None and not (iterations and assignment.work == "iterations")
+        rate = rates.get((prof.name, batch, roles)) if sized_by_duration else None
+        if rate is not None:   # a shape whose rate is known, sized by its duration: _with_profile's first case, no dict
+            jobs.append(JobSpec(i, job_id, submit, roles, duration * rate, duration, tenant, user, model, prof.name,
+                                deadline, priority, batch, gpu_type))
+            continue
+        fields = dict(index=i, job_id=job_id, submit_time=submit, roles=roles, total_work=iterations or duration or 0.0,
+                      duration=duration, tenant=tenant, user=user, model=model, profile=model, deadline=deadline,
+                      priority=priority, batch_size=batch, gpu_type=gpu_type)
+        _with_profile(fields, assignment, cluster, rates, f"{source}: row {i} (job {job_id!r})", prof,
                       counted=bool(iterations))
-        if m[1] is None and model:
-            drawn[(model, m[0])] = drawn.get((model, m[0]), 0) + 1
         jobs.append(JobSpec(**fields))
+    if rng is not None:
+        rng.settle()
     if drawn:
         _warn_drawn(source, drawn)
     if assignment and (assignment.curves_for_all or any(s.total_work == 0 for s in jobs)):
@@ -213,6 +222,19 @@ def build_jobs(table: pa.Table, source: str = "trace", assignment: Assignment | 
         jobs = assign_curves(jobs, assignment, component_rng(seed, "convergence"), source, assignment.curves_for_all)
         jobs = [s if s.duration is not None else replace(s, duration=s.total_work / rates[_rate_key(s)]) for s in jobs]
     return jobs
+
+
+def _rows(table: pa.Table, at_once: int):
+    """The job table's rows as tuples in ``COLUMNS``' order, made a slice of rows at a time (a
+    10M-job table's columns as Python lists would hold gigabytes at once); a name (tenant, user,
+    model, GPU type) is one string object per distinct name, not one per job."""
+    names = {COLUMNS.index(c): {} for c in ("tenant", "user", "model", "gpu_type")}
+    for start in range(0, table.num_rows, at_once):
+        part = table.slice(start, at_once)
+        cols = [part.column(c).to_pylist() if c != "roles" else role_rows(part.column(c)) for c in COLUMNS]
+        for k, seen in names.items():
+            cols[k] = [seen.setdefault(v, v) for v in cols[k]]
+        yield from zip(*cols)
 
 
 def _warn_drawn(source: str, drawn: dict) -> None:
@@ -229,25 +251,64 @@ def _rate_key(spec: JobSpec) -> tuple:
     return spec.profile, spec.batch_size, spec.roles
 
 
+class BlockDraws:
+    """``rng.integers(n)``, one job at a time, drawn a block at a time (a million jobs, a million
+    draws). numpy draws each bounded integer below 2**32 from one 32-bit value of the stream,
+    whether one or many at a time, so a block gives the numbers single draws would
+    (tests/simulator/test_workload_draws.py checks it); a draw with another bound first puts the
+    stream back where the block's used draws left it."""
+
+    BLOCK = 4096
+
+    def __init__(self, rng):
+        self.rng = rng
+        self._n = None
+        self._block: list[int] = []   # draws ahead, next last
+        self._start = None            # the stream's state before the block
+        self._used = 0
+
+    def integers(self, n: int) -> int:
+        if n != self._n or not self._block:
+            self.settle()
+            self._start, self._n, self._used = self.rng.bit_generator.state, n, 0
+            self._block = self.rng.integers(n, size=self.BLOCK).tolist()[::-1]
+        self._used += 1
+        return self._block.pop()
+
+    def settle(self) -> None:
+        """The stream as if only the used draws of the block had been made."""
+        if self._block:
+            self.rng.bit_generator.state = self._start
+            self.rng.integers(self._n, size=self._used)
+            self._block = []
+
+
 def family_of(roles) -> str:
     return "ps" if any(r.name == "ps" for r in roles) else "gpu"
 
 
-def _with_profile(fields: dict, a: Assignment, rng, cluster, rates: dict, where: str, family: str, prof,
-                  counted: bool = False) -> None:
-    """Give the job (``fields``, a JobSpec's keywords, updated in place) its profile (``prof``, the
-    one its model names in ``family``, if any), and its work or duration from the profile's rate
-    at the requested allocation. ``counted``: the trace gives the job's iterations, which size it
-    instead of its duration with ``profile.work: iterations`` (a trace whose durations are its
-    iterations over the very table the profile holds, rounded to whole seconds: ElasticFlow's)."""
-    if prof is None:
-        if fields["model"] and a.unknown == "error":
-            raise TraceError(f"{where}: model {fields['model']!r} has no {family} profile (profile.unknown: error); "
-                             f"map it with profile.models.<name>=<profile>; known: {', '.join(a.zoo.names(family))}")
-        pool = a.pool.get(family) or []
+def _drawn(a: Assignment, rng: BlockDraws, pools: dict, model: str | None, family: str, where) -> object:
+    """The profile a job whose model has none in ``family`` gets: one drawn from the pool (one
+    draw per such job, in trace order); ``pools`` keeps each family's pool of profiles, looked
+    up once; ``where()`` names the row in errors."""
+    if model and a.unknown == "error":
+        raise TraceError(f"{where()}: model {model!r} has no {family} profile (profile.unknown: error); "
+                         f"map it with profile.models.<name>=<profile>; known: {', '.join(a.zoo.names(family))}")
+    pool = pools.get(family)
+    if pool is None:
+        pool = [a.zoo.profile(name) for name in a.pool.get(family) or []]
         if not pool:
-            raise TraceError(f"{where}: no {family} profile to draw from (profile.pool.{family} is empty)")
-        prof = a.zoo.profile(pool[int(rng.integers(len(pool)))])
+            raise TraceError(f"{where()}: no {family} profile to draw from (profile.pool.{family} is empty)")
+        pools[family] = pool
+    return pool[rng.integers(len(pool))]
+
+
+def _with_profile(fields: dict, a: Assignment, cluster, rates: dict, where: str, prof, counted: bool = False) -> None:
+    """Give the job (``fields``, a JobSpec's keywords, updated in place) its profile ``prof`` and
+    its work or duration from the profile's rate at the requested allocation. ``counted``: the
+    trace gives the job's iterations, which size it instead of its duration with ``profile.work:
+    iterations`` (a trace whose durations are its iterations over the very table the profile
+    holds, rounded to whole seconds: ElasticFlow's)."""
     fields["profile"] = prof.name
     key = (prof.name, fields["batch_size"], fields["roles"])
     rate = rates.get(key)

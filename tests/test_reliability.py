@@ -160,7 +160,7 @@ def test_a_sweep_reruns_a_damaged_run(sweep, tmp_path):
 
 @pytest.mark.parametrize("overrides, needle", [
     (["trace=synthetic_philly", "trace.options.jobs=-5"], "trace.options.jobs: must be >= 1, got -5"),
-    (["trace=synthetic_philly", "trace.options.jobs=10000000"], "trace.options.jobs: must be <= 2e+06"),
+    (["trace=synthetic_philly", "trace.options.jobs=10000001"], "trace.options.jobs: must be <= 1e+07"),
     (["cluster.groups=[{count:0,gpus:4,cpus:32,mem:256}]"], "cluster.groups: no nodes"),
     (["cluster.groups=[{count:100000000,gpus:4,cpus:32,mem:256}]"], "cluster.groups: 100,000,000 nodes"),
     (["until=0"], "until: must be > 0, got 0"),

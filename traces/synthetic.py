@@ -30,10 +30,10 @@ from clustersim.simulator.params import Range
 from clustersim.traces.schema import MAX_TASKS, Role, TraceError, build_table, gpu_worker_role, validate
 
 DAY_S = 86400.0
-# A generator's job count, bounded before anything is drawn (choice: twice the largest replay
-# benchmarked, the 1M-job synthetic Philly series of docs/performance.md; 10M jobs ran out of
-# memory after ~1 min instead of failing at once)
-MAX_JOBS = 2_000_000
+# A generator's job count, bounded before anything is drawn (choice: the largest replay
+# benchmarked, the 10M-job synthetic Philly FIFO run of docs/performance.md's --full suite;
+# more would run out of memory after minutes instead of failing at once)
+MAX_JOBS = 10_000_000
 Jobs = Annotated[int, Range(ge=1, le=MAX_JOBS)]
 
 # --- arrivals

@@ -120,6 +120,22 @@ def test_capacity_is_never_exceeded_and_accounting_balances():
     assert gpu_s == pytest.approx(sum(s.num_gpus * s.duration for s in specs), rel=1e-9)
 
 
+def test_the_timeline_keeps_one_row_per_instant_after_its_decision_and_integrates_to_the_gpu_seconds():
+    # 4 GPUs, FIFO, a decision at every event: a (2 GPUs, 100 s) and b (2 GPUs, 50 s) start at 0;
+    # c (4 GPUs, 30 s) arrives at 10 and waits for both: b ends at 50 (c still cannot fit), a at
+    # 100 (c starts at once, the same instant), c ends at 130. A finish whose decision follows at
+    # its instant leaves that instant one row, as the decision leaves it.
+    specs = jobs(gpu_job("a", 0.0, 2, 100.0), gpu_job("b", 0.0, 2, 50.0), gpu_job("c", 10.0, 4, 30.0))
+    states, rec = run(specs, Fifo())
+    t = rec.timeline()
+    rows = list(zip(*(t.column(c).to_pylist() for c in ("time", "gpu_used", "running", "pending"))))
+    assert rows == [(0.0, 4.0, 2, 0), (10.0, 4.0, 2, 1), (50.0, 2.0, 1, 1), (100.0, 4.0, 1, 0), (130.0, 0.0, 0, 0)]
+    times = [r[0] for r in rows] + [rec.end_time]
+    area = sum(r[1] * (b - a) for r, a, b in zip(rows, times, times[1:]))
+    # 4 x 10 + 4 x 40 + 2 x 50 + 4 x 30 = 420 = 2 x 100 + 2 x 50 + 4 x 30, the jobs' GPU-seconds
+    assert area == sum(s.service for s in states.values()) == 420.0
+
+
 def test_node_failure_requeues_its_jobs_and_they_finish_later():
     specs = jobs(gpu_job("a", 0.0, 4, 100.0), gpu_job("b", 0.0, 4, 100.0))
     engine = Engine(specs, cluster(nodes=2, gpus=4), Fifo(), progress=False)

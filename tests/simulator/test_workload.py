@@ -184,3 +184,19 @@ def test_an_explicit_model_mapping_gives_the_named_profile_without_a_warning(cap
         Assignment.from_config({**ZOO_CFG, "models": {"LM": "gpt9"}})
     with pytest.raises(Exception, match="unknown"):
         Assignment.from_config({**ZOO_CFG, "unknown": "random"})
+
+
+def test_jobs_built_a_slice_of_rows_at_a_time_are_those_built_at_once(monkeypatch):
+    # 7 jobs with one- and two-role shapes, models known, unknown and missing (drawn), built with
+    # slices of 3 rows (3 + 3 + 1, the roles column sliced too) and in one slice: the same specs
+    ps = [Role("ps", 2, 0.0, 4, 8), Role("worker", 4, 1.0, 2, 8)]
+    gpu = [Role("worker", 2, 1.0, 4, 8)]
+    table = build_table({"job_id": list("abcdefg"), "submit_time": [float(i) for i in range(7)],
+                         "duration": [100.0 + i for i in range(7)],
+                         "model": ["ResNet-50", None, "vgg16", None, "unheard-of", None, "vgg16"],
+                         "roles": [ps, gpu, gpu, ps, gpu, gpu, ps]})
+    from clustersim.simulator import workload
+    whole = build_jobs(table, "t", ASSIGN, seed=3)
+    monkeypatch.setattr(workload, "ROWS_AT_ONCE", 3)
+    assert build_jobs(table, "t", ASSIGN, seed=3) == whole
+    assert [s.roles[0].name for s in whole] == ["ps", "worker", "worker", "ps", "worker", "worker", "ps"]
