@@ -94,6 +94,7 @@ class ElasticTiresias(Tiresias):
         self.reserved: dict[str, tuple] = {}     # job -> (allocation, give up at)
         self.speed: dict[str, dict] = {}         # job -> {(gpus, nodes): profiled it/s}
         self.best: dict[str, float] = {}         # job -> t(p*), best per-GPU throughput
+        self.grown: set[str] = set()             # jobs R2 grew past their request, until reclaimed
         cap = view.cluster.capacity[:, 0]
         self.m = int(cap.max()) if len(cap) else 1
         self.compactions = self.expansions = self.straggler_removals = 0
@@ -114,6 +115,7 @@ class ElasticTiresias(Tiresias):
     def _finish(self, job) -> None:
         for d in (self.size, self.reserved, self.speed, self.best):
             d.pop(job.view.job_id, None)
+        self.grown.discard(job.view.job_id)
         super()._finish(job)
 
     # ------------------------------------------------------------------ decisions
@@ -131,9 +133,7 @@ class ElasticTiresias(Tiresias):
     def _elastic(self, view: View, allocs: dict) -> None:
         now = view.now
         free = view.cluster.free_copy()
-        planned: dict[str, dict] = {}             # running jobs' allocations after this decision
-        for jid, jv in view.running.items():
-            planned[jid] = {r: dict(t) for r, t in jv.allocation.items()}
+        planned = Planned(view.running)           # running jobs' allocations after this decision
         for jid, alloc in allocs.items():          # the base plan's stops and starts
             jv = view.running.get(jid) or view.pending[jid]
             if jid in view.running:
@@ -142,7 +142,7 @@ class ElasticTiresias(Tiresias):
                 _take(free, jv, alloc)
                 planned[jid] = {r: dict(t) for r, t in alloc.items()}
             else:
-                planned.pop(jid, None)
+                planned.pop(jid)
         self._start_reserved(view, allocs, free, planned)
         self._start_admitted(view, allocs, free, planned)
         self._dropped: set[str] = set()           # jobs that dropped a straggler in this decision
@@ -155,6 +155,8 @@ class ElasticTiresias(Tiresias):
             if self.compaction and len(waiting) > self.n_wait:
                 waiting.sort(key=self._rank)
                 self._donor_cache = None   # donors per node, until a compaction shrinks one
+                self._donor_room = None    # whether one of them is above its floor (the same span)
+                self._idle_room: dict = {}  # per task demand: the tasks that fit each node (until free changes)
                 for job in waiting:
                     if job.view.job_id not in self.reserved:
                         self._compact(view, job, allocs, free, planned)
@@ -197,8 +199,11 @@ class ElasticTiresias(Tiresias):
 
     # ------------------------------------------------------------------ reclaim (A10)
     def _reclaim(self, view, allocs, planned) -> bool:
-        """While jobs wait, jobs grown past their request shrink back to it."""
+        """While jobs wait, jobs grown past their request shrink back to it. Only jobs R2 grew past
+        their request can be (``grown``); with none, the running jobs need no look."""
         changed = False
+        if not self.grown:
+            return changed
         for jid, jv in view.running.items():
             if jid in allocs or jid not in planned:
                 continue
@@ -209,6 +214,7 @@ class ElasticTiresias(Tiresias):
                 self._later(self.retry_s)
                 continue
             alloc = shrink(jv.allocation, {role.name: role.count})
+            self.grown.discard(jid)
             allocs[jid] = planned[jid] = alloc
             self._resized(self.jobs[jid], alloc, view.now)
             changed = True
@@ -225,10 +231,15 @@ class ElasticTiresias(Tiresias):
         k = max(1, math.ceil(p_req / self.m))          # footnote 6: at most ceil(p_i/m) machines
         if self._donor_cache is None:
             self._donor_cache = self._donors(view, allocs, planned)
+            self._donor_room = None
         per_node = self._donor_cache
-        idle = tasks_per_node(free, role.demand)
-        if not self._anything_to_take(view, idle, per_node, planned):
-            return   # no idle GPU on an up node and every donor at its floor: no p >= 1 is possible
+        if self._donor_room is None:
+            self._donor_room = self._donor_above_floor(view, per_node, planned)
+        idle, top = self._idle(view, free, role.demand)
+        if not self._donor_room and sum(top[:k]) < self._lowest(role):
+            # every donor at its floor: only idle GPUs can be had, on at most k machines, and the
+            # k roomiest up machines hold fewer than the fewest GPUs the job may start on
+            return
         options = []
         if k == 1:
             for node in range(len(free)):
@@ -259,6 +270,7 @@ class ElasticTiresias(Tiresias):
         if victims:
             self._donor_cache = None
         _take(free, jv, alloc)
+        self._idle_room.clear()
         self.compactions += 1
         if not victims:             # idle GPUs only: it starts now
             allocs[jv.job_id] = planned[jv.job_id] = alloc
@@ -283,13 +295,20 @@ class ElasticTiresias(Tiresias):
                 out.setdefault(node, []).append((jid, c))
         return out
 
-    def _anything_to_take(self, view, idle, per_node, planned) -> bool:
-        """Whether any GPU could be had: an idle one on an up node, or one from a donor above its
-        floor (the two sources ``_best_take`` draws from). Under a deep overload most waiting jobs
-        find neither, and this spares the per-node search for each of them."""
+    def _idle(self, view, free, demand) -> tuple:
+        """Tasks of ``demand`` that fit each node now, and the counts of the up nodes, largest
+        first. Kept per task demand until a compaction takes GPUs: under a deep overload most
+        waiting jobs find nothing to take, and this spares each of them the per-node search."""
+        key = tuple(demand)
+        hit = self._idle_room.get(key)
+        if hit is None:
+            idle = tasks_per_node(free, demand)
+            hit = self._idle_room[key] = (idle, sorted(idle[view.cluster.up].tolist(), reverse=True))
+        return hit
+
+    def _donor_above_floor(self, view, per_node, planned) -> bool:
+        """Whether a donor on an up node holds more than its floor: R1 can take GPUs from it."""
         up = view.cluster.up
-        if any(idle[n] > 0 and up[n] for n in range(len(idle))):
-            return True
         for node, donors in per_node.items():
             if not up[node]:
                 continue
@@ -298,6 +317,13 @@ class ElasticTiresias(Tiresias):
                 if c > 0 and sum(planned[vid].get(vrole.name, {}).values()) > self._floor(vrole):
                     return True
         return False
+
+    def _lowest(self, role) -> int:
+        """The fewest GPUs a waiting job may start on: its minimum if elastic, else its request."""
+        lo = role.min_count if role.elastic else role.count
+        if self.start_floor:   # the older reading: the QoS floor also gates a pending job's start
+            lo = max(lo, math.ceil(self.r * role.count - 1e-9))
+        return lo
 
     def _floor(self, role) -> int:
         """The GPUs a running job keeps when R1 shrinks it: ⌈r·requested⌉, at least its minimum."""
@@ -326,9 +352,7 @@ class ElasticTiresias(Tiresias):
         taken: dict[tuple, int] = {}
         gain_lost = 0.0
         best = None
-        lo = role.min_count if role.elastic else role.count
-        if self.start_floor:   # the older reading: the QoS floor also gates a pending job's start
-            lo = max(lo, math.ceil(self.r * role.count - 1e-9))
+        lo = self._lowest(role)
         for p in range(1, role.count + 1):
             node = next((n for n in nodes if spare[n] > 0), None)
             if node is not None:
@@ -406,6 +430,9 @@ class ElasticTiresias(Tiresias):
                     heapq.heappush(heap, (-g[0], jv.index, jid, g[1]))
         for jid, alloc in grown.items():
             allocs[jid] = planned[jid] = alloc
+            role = gpu_role(view.running.get(jid) or view.pending[jid])
+            if sum(alloc[role.name].values()) > role.count:
+                self.grown.add(jid)
             self._resized(self.jobs[jid], alloc, view.now)
             self.expansions += 1
 
@@ -540,3 +567,42 @@ def _fits(free: np.ndarray, jv: JobView, alloc) -> bool:
         for node, c in alloc.get(role.name, {}).items():
             need[node] += c * d
     return bool((need <= free + EPS).all())
+
+
+class Planned:
+    """The running jobs' allocations after a decision: each job's view allocation unless the
+    decision changed it (set) or stopped it (pop); a mapping over job ids. Kept as changes over
+    the view, so that a decision costs what it changes, not a copy of every running job."""
+
+    def __init__(self, running):
+        self.running = running
+        self.new: dict = {}
+        self.gone: set = set()
+
+    def __contains__(self, jid) -> bool:
+        return jid in self.new or (jid in self.running and jid not in self.gone)
+
+    def __getitem__(self, jid):
+        alloc = self.new.get(jid)
+        if alloc is not None:
+            return alloc
+        if jid in self.gone:
+            raise KeyError(jid)
+        return self.running[jid].allocation
+
+    def __setitem__(self, jid, alloc) -> None:
+        self.new[jid] = alloc
+        self.gone.discard(jid)
+
+    def pop(self, jid) -> None:
+        self.new.pop(jid, None)
+        self.gone.add(jid)
+
+    def __iter__(self):
+        for jid in self.running:
+            if jid not in self.gone and jid not in self.new:
+                yield jid
+        yield from self.new
+
+    def __bool__(self) -> bool:
+        return bool(self.new) or any(jid not in self.gone for jid in self.running)
