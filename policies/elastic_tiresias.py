@@ -95,6 +95,7 @@ class ElasticTiresias(Tiresias):
         self.speed: dict[str, dict] = {}         # job -> {(gpus, nodes): profiled it/s}
         self.best: dict[str, float] = {}         # job -> t(p*), best per-GPU throughput
         self.grown: set[str] = set()             # jobs R2 grew past their request, until reclaimed
+        self.shapes: dict[str, tuple] = {}       # job -> what R1's search reads of it (_shape)
         cap = view.cluster.capacity[:, 0]
         self.m = int(cap.max()) if len(cap) else 1
         self.compactions = self.expansions = self.straggler_removals = 0
@@ -113,7 +114,7 @@ class ElasticTiresias(Tiresias):
         super()._started(jobs, now)
 
     def _finish(self, job) -> None:
-        for d in (self.size, self.reserved, self.speed, self.best):
+        for d in (self.size, self.reserved, self.speed, self.best, self.shapes):
             d.pop(job.view.job_id, None)
         self.grown.discard(job.view.job_id)
         super()._finish(job)
@@ -157,6 +158,7 @@ class ElasticTiresias(Tiresias):
                 self._donor_cache = None   # donors per node, until a compaction shrinks one
                 self._donor_room = None    # whether one of them is above its floor (the same span)
                 self._idle_room: dict = {}  # per task demand: the tasks that fit each node (until free changes)
+                self._failed: set = set()   # shapes of jobs that found no start (the same span)
                 for job in waiting:
                     if job.view.job_id not in self.reserved:
                         self._compact(view, job, allocs, free, planned)
@@ -236,25 +238,21 @@ class ElasticTiresias(Tiresias):
         if self._donor_room is None:
             self._donor_room = self._donor_above_floor(view, per_node, planned)
         idle, top = self._idle(view, free, role.demand)
-        if not self._donor_room and sum(top[:k]) < self._lowest(role):
+        lo = self._lowest(role)
+        if not self._donor_room and sum(top[:k]) < lo:
             # every donor at its floor: only idle GPUs can be had, on at most k machines, and the
             # k roomiest up machines hold fewer than the fewest GPUs the job may start on
             return
-        options = []
-        if k == 1:
-            for node in range(len(free)):
-                if view.cluster.up[node] and (idle[node] > 0 or per_node.get(node)):
-                    options.append([node])
-        else:
-            avail = {n: int(idle[n]) + sum(c for _, c in per_node.get(n, ())) for n in range(len(free))
-                     if view.cluster.up[n]}
-            options.append(sorted(avail, key=lambda n: (-avail[n], n))[:k])
+        shape = self._shape(jv, role, lo)
+        if shape in self._failed:
+            return   # a job of the same shape found no start in this same state
         best = None
-        for nodes in options:
+        for nodes in self._options(view, free, role.demand, k, idle, per_node):
             plan = self._best_take(view, jv, role, nodes, idle, per_node, free, planned)
             if plan is not None and (best is None or plan[0] > best[0] + GAIN_EPS):
                 best = plan
         if best is None:
+            self._failed.add(shape)
             return
         _, alloc, victims = best
         for vid, node, d in victims:
@@ -270,7 +268,8 @@ class ElasticTiresias(Tiresias):
         if victims:
             self._donor_cache = None
         _take(free, jv, alloc)
-        self._idle_room.clear()
+        self._idle_room.clear()     # the free GPUs (and perhaps the donors) changed: look anew
+        self._failed.clear()
         self.compactions += 1
         if not victims:             # idle GPUs only: it starts now
             allocs[jv.job_id] = planned[jv.job_id] = alloc
@@ -305,6 +304,36 @@ class ElasticTiresias(Tiresias):
             idle = tasks_per_node(free, demand)
             hit = self._idle_room[key] = (idle, sorted(idle[view.cluster.up].tolist(), reverse=True))
         return hit
+
+    def _options(self, view, free, demand, k, idle, per_node) -> list:
+        """The node sets R1 tries for a job on at most k machines: each up node with an idle GPU or
+        a donor when k = 1, else the k with the most GPUs to give (idle plus donors'). They depend
+        on the state alone, so they are kept per (demand, k) with the idle counts."""
+        key = (tuple(demand), k)
+        options = self._idle_room.get(key)
+        if options is not None:
+            return options
+        up = view.cluster.up
+        options = []
+        if k == 1:
+            for node in range(len(free)):
+                if up[node] and (idle[node] > 0 or per_node.get(node)):
+                    options.append([node])
+        else:
+            avail = {n: int(idle[n]) + sum(c for _, c in per_node.get(n, ())) for n in range(len(free)) if up[n]}
+            options.append(sorted(avail, key=lambda n: (-avail[n], n))[:k])
+        self._idle_room[key] = options
+        return options
+
+    def _shape(self, jv, role, lo) -> tuple:
+        """What R1's search reads of a waiting job: its task demand, request, the fewest GPUs it may
+        start on and its efficiency E(p) for p up to the request. Two jobs of one shape fare alike
+        in one state, so a shape that found no start is not searched again until the state changes."""
+        shape = self.shapes.get(jv.job_id)
+        if shape is None:
+            effs = tuple(self._eff(jv, p) for p in range(max(lo, 1), role.count + 1))
+            shape = self.shapes[jv.job_id] = (tuple(role.demand), role.count, lo, effs)
+        return shape
 
     def _donor_above_floor(self, view, per_node, planned) -> bool:
         """Whether a donor on an up node holds more than its floor: R1 can take GPUs from it."""
