@@ -96,6 +96,8 @@ class ElasticTiresias(Tiresias):
         self.best: dict[str, float] = {}         # job -> t(p*), best per-GPU throughput
         self.grown: set[str] = set()             # jobs R2 grew past their request, until reclaimed
         self.shapes: dict[str, tuple] = {}       # job -> what R1's search reads of it (_shape)
+        self.min_task_gpu = float("inf")         # the smallest per-task GPU demand of any job seen
+        self._admitted: list = []                # the jobs the latest base plan admitted
         cap = view.cluster.capacity[:, 0]
         self.m = int(cap.max()) if len(cap) else 1
         self.compactions = self.expansions = self.straggler_removals = 0
@@ -107,6 +109,17 @@ class ElasticTiresias(Tiresias):
         if job.queue < len(self.thresholds) and g > 0:
             t = now + max((self.thresholds[job.queue] - job.service) / g, 1e-6)
             heapq.heappush(self.demote_at, (t, self._count(), job, job.version))
+
+    def _arrive(self, arrived) -> None:
+        for jv in arrived:
+            for role in jv.roles:
+                if role.gpu > 0:
+                    self.min_task_gpu = min(self.min_task_gpu, role.gpu)
+        super()._arrive(arrived)
+
+    def _admit(self, view):
+        self._admitted = super()._admit(view)   # the jobs of the latest plan, for _start_admitted
+        return self._admitted
 
     def _started(self, jobs, now: float) -> None:
         for job in jobs:
@@ -149,18 +162,20 @@ class ElasticTiresias(Tiresias):
         self._dropped: set[str] = set()           # jobs that dropped a straggler in this decision
         if self.stragglers:
             self._remove_stragglers(view, allocs, planned)
-        waiting = [self.jobs[jid] for jid in view.pending if jid not in allocs and jid in self.jobs]
+        # waiting: pending jobs the decision has not started (every pending job is one of self.jobs)
+        waiting = len(view.pending) - sum(1 for jid in allocs if jid in view.pending)
         if waiting:
             if self._reclaim(view, allocs, planned):
                 self._later(self.reserve_retry_s)   # place the admitted jobs once those GPUs are free
-            if self.compaction and len(waiting) > self.n_wait:
-                waiting.sort(key=self._rank)
+            if self.compaction and waiting > self.n_wait:
                 self._donor_cache = None   # donors per node, until a compaction shrinks one
                 self._donor_room = None    # whether one of them is above its floor (the same span)
                 self._idle_room: dict = {}  # per task demand: the tasks that fit each node (until free changes)
                 self._failed: set = set()   # shapes of jobs that found no start (the same span)
-                for job in waiting:
+                for job in self._waiting_by_rank(view, allocs):
                     if job.view.job_id not in self.reserved:
+                        if self._nothing_to_take(view, free, allocs, planned):
+                            break
                         self._compact(view, job, allocs, free, planned)
         elif self.expansion and not self.reserved:
             self._expand(view, allocs, free, planned)
@@ -168,6 +183,33 @@ class ElasticTiresias(Tiresias):
             self._migrate(view, allocs, free, planned)
         if self.reserved:
             self._later(self.reserve_retry_s)
+
+    def _waiting_by_rank(self, view, allocs):
+        """The waiting jobs in priority order (queue, key, index: ``_rank``), read off Tiresias's
+        sorted queues as R1 walks them, so that a decision that stops early does not visit or sort
+        the whole queue."""
+        pending = view.pending
+        for queue in self.queues:
+            for _, _, job in queue:
+                jid = job.view.job_id
+                if jid in pending and jid not in allocs:
+                    yield job
+
+    def _nothing_to_take(self, view, free, allocs, planned) -> bool:
+        """No donor above its floor and no up node with a free GPU for the smallest per-task GPU
+        demand seen: no waiting job can start by R1, so the rest of the walk would change nothing."""
+        if self._donor_cache is None:
+            self._donor_cache = self._donors(view, allocs, planned)
+            self._donor_room = None
+        if self._donor_room is None:
+            self._donor_room = self._donor_above_floor(view, self._donor_cache, planned)
+        if self._donor_room:
+            return False
+        room = self._idle_room.get("gpu")
+        if room is None:
+            gpus = free[view.cluster.up, 0]
+            room = self._idle_room["gpu"] = bool(len(gpus)) and float(gpus.max()) + EPS >= self.min_task_gpu
+        return not room
 
     # ------------------------------------------------------------------ reservations
     def _start_reserved(self, view, allocs, free, planned) -> None:
@@ -190,9 +232,16 @@ class ElasticTiresias(Tiresias):
     def _start_admitted(self, view, allocs, free, planned) -> None:
         """Jobs the last base plan admitted but could not place (GPUs held by grown jobs or still
         exiting) start as soon as they fit, at their requested size."""
-        for jid, jv in view.pending.items():
+        pending = view.pending
+        # only the latest plan marks jobs (mark == plan); those that wait are few, taken in pending order
+        due = {job.view.job_id for job in self._admitted if not job.running and job.mark == self.plan}
+        due = [jid for jid in due if jid in pending and jid not in allocs and jid not in self.reserved]
+        if len(due) > 1:
+            keep = set(due)
+            due = [jid for jid in pending if jid in keep]
+        for jid in due:
             job = self.jobs.get(jid)
-            if job is None or jid in allocs or jid in self.reserved or job.mark != self.plan or job.running:
+            if job is None:
                 continue
             alloc = self._placed(job, free, view)
             if alloc is not None:
