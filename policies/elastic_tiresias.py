@@ -198,11 +198,8 @@ class ElasticTiresias(Tiresias):
     def _nothing_to_take(self, view, free, allocs, planned) -> bool:
         """No donor above its floor and no up node with a free GPU for the smallest per-task GPU
         demand seen: no waiting job can start by R1, so the rest of the walk would change nothing."""
-        if self._donor_cache is None:
-            self._donor_cache = self._donors(view, allocs, planned)
-            self._donor_room = None
         if self._donor_room is None:
-            self._donor_room = self._donor_above_floor(view, self._donor_cache, planned)
+            self._donor_room = self._donor_above_floor(view, allocs, planned)
         if self._donor_room:
             return False
         room = self._idle_room.get("gpu")
@@ -285,7 +282,7 @@ class ElasticTiresias(Tiresias):
             self._donor_room = None
         per_node = self._donor_cache
         if self._donor_room is None:
-            self._donor_room = self._donor_above_floor(view, per_node, planned)
+            self._donor_room = self._donor_above_floor(view, allocs, planned)
         idle, top = self._idle(view, free, role.demand)
         lo = self._lowest(role)
         if not self._donor_room and sum(top[:k]) < lo:
@@ -315,7 +312,7 @@ class ElasticTiresias(Tiresias):
             allocs[vid] = planned[vid] = new
             self._resized(self.jobs[vid], new, view.now)
         if victims:
-            self._donor_cache = None
+            self._donor_cache = self._donor_room = None
         _take(free, jv, alloc)
         self._idle_room.clear()     # the free GPUs (and perhaps the donors) changed: look anew
         self._failed.clear()
@@ -384,16 +381,21 @@ class ElasticTiresias(Tiresias):
             shape = self.shapes[jv.job_id] = (tuple(role.demand), role.count, lo, effs)
         return shape
 
-    def _donor_above_floor(self, view, per_node, planned) -> bool:
-        """Whether a donor on an up node holds more than its floor: R1 can take GPUs from it."""
+    def _donor_above_floor(self, view, allocs, planned) -> bool:
+        """Whether a donor (``_donors``) holds more than its floor and a GPU on an up node: R1 can
+        take GPUs from it. One pass over the running jobs that stops at the first such donor."""
         up = view.cluster.up
-        for node, donors in per_node.items():
-            if not up[node]:
+        jobs = self.jobs
+        for jid, jv in view.running.items():
+            job = jobs.get(jid)
+            if job is None or job.queue == 0 or jid not in planned or jv.reconfiguring:
                 continue
-            for vid, c in donors:
-                vrole = view.running[vid].roles[0]
-                if c > 0 and sum(planned[vid].get(vrole.name, {}).values()) > self._floor(vrole):
-                    return True
+            role = gpu_role(jv)
+            if role is None:
+                continue
+            tasks = planned[jid].get(role.name, {})
+            if sum(tasks.values()) > self._floor(role) and any(c > 0 and up[n] for n, c in tasks.items()):
+                return True
         return False
 
     def _lowest(self, role) -> int:
