@@ -72,11 +72,12 @@ class _Base(Policy):
         self.hosts = range(view.cluster.num_nodes)
         self.gpus_per_host = view.cluster.capacity[:, 0]
         self._opts: dict[tuple, list] = {}    # a role's bounds -> its options (opts)
+        self.max_host = self.gpus_per_host.max(initial=0)   # GPUs of the largest host
 
     # --- the jobs the model covers
     def role(self, jv: JobView):
         roles = jv.roles
-        if len(roles) == 1 and roles[0].gpu == 1 and roles[0].count <= self.gpus_per_host.max():
+        if len(roles) == 1 and roles[0].gpu == 1 and roles[0].count <= self.max_host:
             return roles[0]
         return None
 
@@ -85,7 +86,7 @@ class _Base(Policy):
         key = (r.min_count, r.max_count, r.count)
         out = self._opts.get(key)
         if out is None:
-            top = self.gpus_per_host.max()
+            top = self.max_host
             out = self._opts[key] = [o for o in self.options if r.min_count <= o <= r.max_count and o <= top] or [r.count]
         return out
 
@@ -197,7 +198,7 @@ class SideCar(_Base):
     def reset(self, view: View) -> None:
         super().reset(view)
         self.plans: dict[str, _Plan] = {}
-        self._tit: dict = {}                # profiled iteration times within one decision
+        self._tit: dict = {}                # job -> {(GPUs, host): profiled iteration time}
         self.adds = self.removes = 0        # Fig. 11's adding and removing events
 
     # --- costs the scheduler predicts with (§II-C fit, notes §3.6)
@@ -227,7 +228,8 @@ class SideCar(_Base):
                 if p.victim:
                     busy.add(p.victim)
         busy.update(allocs)   # reshaped by this decision already: its view is not yet up to date
-        self._tit: dict = {}      # profiled iteration times, for this decision (t_iter)
+        for jv in view.finished:
+            self._tit.pop(jv.job_id, None)
         base = by_host = None     # predicted finishes and victims by host, once a job needs them
         stuck: set = set()        # (demand, options) that found no host and no victim, until the state changes
         for jid in list(self.queue):
@@ -350,11 +352,14 @@ class SideCar(_Base):
         return p.ready + self.restart_s(p.gpus) + self.remaining(jv) * self.t_iter(jv, p.gpus, p.host, view)
 
     def t_iter(self, jv: JobView, n: int, host: int, view: View) -> float:
-        """Profiled seconds per iteration (``_Base.t_iter``), kept for the decision."""
-        key = (jv.job_id, n, host)
-        t = self._tit.get(key)
+        """Profiled seconds per iteration (``_Base.t_iter``), kept while the job lives: a profile
+        is fixed per job, GPU count and host (the host's GPU type)."""
+        times = self._tit.get(jv.job_id)
+        if times is None:
+            times = self._tit[jv.job_id] = {}
+        t = times.get((n, host))
         if t is None:
-            t = self._tit[key] = super().t_iter(jv, n, host, view)
+            t = times[(n, host)] = super().t_iter(jv, n, host, view)
         return t
 
     # --- Algorithm 2: running jobs take idle GPUs
