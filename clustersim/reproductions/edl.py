@@ -16,10 +16,8 @@ PHILLY_RUNS = {"tiresias": PHILLY_TIRESIAS, "elastic_tiresias": PHILLY_ELASTIC}
 PHILLY_QUICK = ("trace.transforms=[{op:window,start:0,end:1209600},{op:elastic,min_fraction:0.001,max_tasks:64}]",)
 WORKLOAD = ("The relative cases run on the synthetic Philly trace of configs/experiment/edl_table4_*.yaml (2,000 "
             "jobs at 40/h on 128 GPUs), not the paper's workload: its Tiresias JCTs are hours where Table 4's are "
-            "days, so the overload that Elastic-Tiresias relieves is far smaller. On the real Philly jobs with the "
-            "calibrated cluster (edl_table4_philly_elastic) Elastic-Tiresias does not yet finish in reasonable CPU "
-            "time (a seed-0 run reached 27% of the arrivals in 6 min of wall time and was slowing as the queue "
-            "grew), so Table 4's prediction on that workload is not made yet "
+            "days, so the overload that Elastic-Tiresias relieves is far smaller. The same three figures on the real "
+            "Philly jobs with the calibrated cluster are the philly_table4_* cases "
             "([policy page](policies/elastic_tiresias.md)).")
 CALIBRATED = "nothing: the synthetic workload's size and arrival rate are choices (configs/experiment/edl_table4_*.yaml)."
 PHILLY = ("All 82,247 Philly jobs (trace=philly_pollux, notes/edl.md A16) on 160 GPUs: the mean matches, but under "
