@@ -5,8 +5,11 @@
 
 Cases (each heavy one in a fresh subprocess, so its peak RSS is its own):
   itp-<policy>       the ten ElasticFlow ITP clusters (69,351 jobs) under fifo, tiresias, srtf, drf,
-                     tetris, replayed by benchmarks/elasticflow_fifo.py's ``replay`` (wall = load +
-                     build + engine + summary, all ten); itp-fifo also gives the FIFO loop's events/s
+                     tetris, elastic_tiresias, sidecar, replayed by benchmarks/elasticflow_fifo.py's
+                     ``replay`` (wall = load + build + engine + summary, all ten); itp-fifo also
+                     gives the FIFO loop's events/s
+  table4-<policy>    EDL Table 4 on the 82,247 real Philly jobs (+experiment=edl_table4_philly_elastic,
+                     160 GPUs, every GPU job elastic) under elastic_tiresias or tiresias_edl
   decision           Tiresias's per-decision time with 1,000 running (benchmarks/policy_decision.py,
                      when the tree has it)
   startup-help       ``clustersim --help``, whole process, median of 5 (after one warm-up)
@@ -37,7 +40,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
-POLICIES = ("fifo", "tiresias", "srtf", "drf", "tetris")
+POLICIES = ("fifo", "tiresias", "srtf", "drf", "tetris", "elastic_tiresias", "sidecar")
 SCALES = {"1k": 1_000, "10k": 10_000, "100k": 100_000, "1m": 1_000_000, "10m": 10_000_000}
 FULL_ONLY = ("1m", "10m")   # the long points: with --full only (10m: FIFO only)
 STARTUP_RUNS = 5
@@ -51,6 +54,9 @@ TARGETS = {
     ("itp-srtf", "cpu_s"): ("<=", 15.0, "s"),
     ("itp-drf", "cpu_s"): ("<=", 15.0, "s"),
     ("itp-tetris", "cpu_s"): ("<=", 15.0, "s"),
+    ("itp-elastic_tiresias", "cpu_s"): ("<=", 30.0, "s"),   # EDL/SideCar issue, trace scale
+    ("itp-sidecar", "cpu_s"): ("<=", 30.0, "s"),
+    ("table4-elastic_tiresias", "cpu_s"): ("<=", 60.0, "s"),
     ("itp-fifo", "events_per_s"): (">=", 150_000.0, "ev/s"),
     ("decision", "median_us"): ("<=", 100.0, "us"),
     ("scale-fifo-1m", "cpu_s"): ("<=", 45.0, "s"),
@@ -63,12 +69,13 @@ TARGETS = {
     ("multirun", "overhead_per_run_s"): ("<=", 0.1, "s"),
 }
 # the figure each case shows first (others follow it in the table)
-HEADLINE = {"itp": ("cpu_s", "wall_s", "events_per_s"), "scale": ("cpu_s", "wall_s", "events_per_s"), "decision": ("median_us",),
+HEADLINE = {"itp": ("cpu_s", "wall_s", "events_per_s"), "table4": ("cpu_s", "wall_s", "events_per_s"), "scale": ("cpu_s", "wall_s", "events_per_s"), "decision": ("median_us",),
             "startup": ("median_s",), "multirun": ("overhead_per_run_s",)}
 
 
 def case_names(full: bool) -> list[str]:
-    names = [f"itp-{p}" for p in POLICIES] + ["decision", "startup-help", "startup-default", "multirun"]
+    names = [f"itp-{p}" for p in POLICIES] + ["table4-elastic_tiresias", "decision", "startup-help",
+                                              "startup-default", "multirun"]
     for policy in ("fifo", "tiresias") if full else ("fifo",):
         names += [f"scale-{policy}-{n}" for n in SCALES
                   if (full or n not in FULL_ONLY) and (n != "10m" or policy == "fifo")]
@@ -103,10 +110,26 @@ def work_scale(policy: str, jobs: int) -> dict:
             "engine_s": t["run_s"], "summary_s": t["summary_s"], "gpus": engine.cluster.total_gpus}
 
 
+def work_table4(policy: str) -> dict:
+    """EDL Table 4 on the real Philly jobs, seed 0 (configs/experiment/edl_table4_philly_elastic.yaml)."""
+    from clustersim.experiment import compose
+    from elasticflow_fifo import timed   # beside this file
+
+    cfg = compose(["+experiment=edl_table4_philly_elastic", f"policy={policy}", "trace.cache.enabled=false",
+                   "progress=false"])
+    t0 = time.perf_counter()
+    t, engine, s = timed(cfg)
+    return {"cpu_s": sum(t.values()), "wall_s": time.perf_counter() - t0, "events_per_s": engine.events / t["run_s"],
+            "jobs": s["jobs"], "finished": s["jobs_finished"], "events": engine.events, "load_s": t["load_s"],
+            "build_s": t["build_s"], "engine_s": t["run_s"], "summary_s": t["summary_s"]}
+
+
 def worker(case: str) -> dict:
     kind, *rest = case.split("-")
     if kind == "itp":
         out = work_itp(rest[0])
+    elif kind == "table4":
+        out = work_table4(rest[0])
     elif kind == "scale":
         out = work_scale(rest[0], SCALES[rest[1]])
     else:
@@ -219,7 +242,7 @@ def case_decision(tree: Path) -> dict:
 
 def measure(case: str, tree: Path, timeout: float | None = None) -> dict:
     kind = case.split("-")[0]
-    if kind in ("itp", "scale"):
+    if kind in ("itp", "scale", "table4"):
         return case_worker(case, tree, timeout)
     if case == "startup-help":
         return case_startup(["--help"], tree)

@@ -94,6 +94,10 @@ class ElasticTiresias(Tiresias):
         self.reserved: dict[str, tuple] = {}     # job -> (allocation, give up at)
         self.speed: dict[str, dict] = {}         # job -> {(gpus, nodes): profiled it/s}
         self.best: dict[str, float] = {}         # job -> t(p*), best per-GPU throughput
+        self.grown: set[str] = set()             # jobs R2 grew past their request, until reclaimed
+        self.shapes: dict[str, tuple] = {}       # job -> what R1's search reads of it (_shape)
+        self.min_task_gpu = float("inf")         # the smallest per-task GPU demand of any job seen
+        self._admitted: list = []                # the jobs the latest base plan admitted
         cap = view.cluster.capacity[:, 0]
         self.m = int(cap.max()) if len(cap) else 1
         self.compactions = self.expansions = self.straggler_removals = 0
@@ -106,14 +110,26 @@ class ElasticTiresias(Tiresias):
             t = now + max((self.thresholds[job.queue] - job.service) / g, 1e-6)
             heapq.heappush(self.demote_at, (t, self._count(), job, job.version))
 
+    def _arrive(self, arrived) -> None:
+        for jv in arrived:
+            for role in jv.roles:
+                if role.gpu > 0:
+                    self.min_task_gpu = min(self.min_task_gpu, role.gpu)
+        super()._arrive(arrived)
+
+    def _admit(self, view):
+        self._admitted = super()._admit(view)   # the jobs of the latest plan, for _start_admitted
+        return self._admitted
+
     def _started(self, jobs, now: float) -> None:
         for job in jobs:
             self.size.pop(job.view.job_id, None)
         super()._started(jobs, now)
 
     def _finish(self, job) -> None:
-        for d in (self.size, self.reserved, self.speed, self.best):
+        for d in (self.size, self.reserved, self.speed, self.best, self.shapes):
             d.pop(job.view.job_id, None)
+        self.grown.discard(job.view.job_id)
         super()._finish(job)
 
     # ------------------------------------------------------------------ decisions
@@ -131,9 +147,7 @@ class ElasticTiresias(Tiresias):
     def _elastic(self, view: View, allocs: dict) -> None:
         now = view.now
         free = view.cluster.free_copy()
-        planned: dict[str, dict] = {}             # running jobs' allocations after this decision
-        for jid, jv in view.running.items():
-            planned[jid] = {r: dict(t) for r, t in jv.allocation.items()}
+        planned = Planned(view.running)           # running jobs' allocations after this decision
         for jid, alloc in allocs.items():          # the base plan's stops and starts
             jv = view.running.get(jid) or view.pending[jid]
             if jid in view.running:
@@ -142,21 +156,26 @@ class ElasticTiresias(Tiresias):
                 _take(free, jv, alloc)
                 planned[jid] = {r: dict(t) for r, t in alloc.items()}
             else:
-                planned.pop(jid, None)
+                planned.pop(jid)
         self._start_reserved(view, allocs, free, planned)
         self._start_admitted(view, allocs, free, planned)
         self._dropped: set[str] = set()           # jobs that dropped a straggler in this decision
         if self.stragglers:
             self._remove_stragglers(view, allocs, planned)
-        waiting = [self.jobs[jid] for jid in view.pending if jid not in allocs and jid in self.jobs]
+        # waiting: pending jobs the decision has not started (every pending job is one of self.jobs)
+        waiting = len(view.pending) - sum(1 for jid in allocs if jid in view.pending)
         if waiting:
             if self._reclaim(view, allocs, planned):
                 self._later(self.reserve_retry_s)   # place the admitted jobs once those GPUs are free
-            if self.compaction and len(waiting) > self.n_wait:
-                waiting.sort(key=self._rank)
+            if self.compaction and waiting > self.n_wait:
                 self._donor_cache = None   # donors per node, until a compaction shrinks one
-                for job in waiting:
+                self._donor_room = None    # whether one of them is above its floor (the same span)
+                self._idle_room: dict = {}  # per task demand: the tasks that fit each node (until free changes)
+                self._failed: set = set()   # shapes of jobs that found no start (the same span)
+                for job in self._waiting_by_rank(view, allocs):
                     if job.view.job_id not in self.reserved:
+                        if self._nothing_to_take(view, free, allocs, planned):
+                            break
                         self._compact(view, job, allocs, free, planned)
         elif self.expansion and not self.reserved:
             self._expand(view, allocs, free, planned)
@@ -164,6 +183,30 @@ class ElasticTiresias(Tiresias):
             self._migrate(view, allocs, free, planned)
         if self.reserved:
             self._later(self.reserve_retry_s)
+
+    def _waiting_by_rank(self, view, allocs):
+        """The waiting jobs in priority order (queue, key, index: ``_rank``), read off Tiresias's
+        sorted queues as R1 walks them, so that a decision that stops early does not visit or sort
+        the whole queue."""
+        pending = view.pending
+        for queue in self.queues:
+            for _, _, job in queue:
+                jid = job.view.job_id
+                if jid in pending and jid not in allocs:
+                    yield job
+
+    def _nothing_to_take(self, view, free, allocs, planned) -> bool:
+        """No donor above its floor and no up node with a free GPU for the smallest per-task GPU
+        demand seen: no waiting job can start by R1, so the rest of the walk would change nothing."""
+        if self._donor_room is None:
+            self._donor_room = self._donor_above_floor(view, allocs, planned)
+        if self._donor_room:
+            return False
+        room = self._idle_room.get("gpu")
+        if room is None:
+            gpus = free[view.cluster.up, 0]
+            room = self._idle_room["gpu"] = bool(len(gpus)) and float(gpus.max()) + EPS >= self.min_task_gpu
+        return not room
 
     # ------------------------------------------------------------------ reservations
     def _start_reserved(self, view, allocs, free, planned) -> None:
@@ -186,9 +229,16 @@ class ElasticTiresias(Tiresias):
     def _start_admitted(self, view, allocs, free, planned) -> None:
         """Jobs the last base plan admitted but could not place (GPUs held by grown jobs or still
         exiting) start as soon as they fit, at their requested size."""
-        for jid, jv in view.pending.items():
+        pending = view.pending
+        # only the latest plan marks jobs (mark == plan); those that wait are few, taken in pending order
+        due = {job.view.job_id for job in self._admitted if not job.running and job.mark == self.plan}
+        due = [jid for jid in due if jid in pending and jid not in allocs and jid not in self.reserved]
+        if len(due) > 1:
+            keep = set(due)
+            due = [jid for jid in pending if jid in keep]
+        for jid in due:
             job = self.jobs.get(jid)
-            if job is None or jid in allocs or jid in self.reserved or job.mark != self.plan or job.running:
+            if job is None:
                 continue
             alloc = self._placed(job, free, view)
             if alloc is not None:
@@ -197,8 +247,11 @@ class ElasticTiresias(Tiresias):
 
     # ------------------------------------------------------------------ reclaim (A10)
     def _reclaim(self, view, allocs, planned) -> bool:
-        """While jobs wait, jobs grown past their request shrink back to it."""
+        """While jobs wait, jobs grown past their request shrink back to it. Only jobs R2 grew past
+        their request can be (``grown``); with none, the running jobs need no look."""
         changed = False
+        if not self.grown:
+            return changed
         for jid, jv in view.running.items():
             if jid in allocs or jid not in planned:
                 continue
@@ -209,6 +262,7 @@ class ElasticTiresias(Tiresias):
                 self._later(self.retry_s)
                 continue
             alloc = shrink(jv.allocation, {role.name: role.count})
+            self.grown.discard(jid)
             allocs[jid] = planned[jid] = alloc
             self._resized(self.jobs[jid], alloc, view.now)
             changed = True
@@ -225,25 +279,26 @@ class ElasticTiresias(Tiresias):
         k = max(1, math.ceil(p_req / self.m))          # footnote 6: at most ceil(p_i/m) machines
         if self._donor_cache is None:
             self._donor_cache = self._donors(view, allocs, planned)
+            self._donor_room = None
         per_node = self._donor_cache
-        idle = tasks_per_node(free, role.demand)
-        if not self._anything_to_take(view, idle, per_node, planned):
-            return   # no idle GPU on an up node and every donor at its floor: no p >= 1 is possible
-        options = []
-        if k == 1:
-            for node in range(len(free)):
-                if view.cluster.up[node] and (idle[node] > 0 or per_node.get(node)):
-                    options.append([node])
-        else:
-            avail = {n: int(idle[n]) + sum(c for _, c in per_node.get(n, ())) for n in range(len(free))
-                     if view.cluster.up[n]}
-            options.append(sorted(avail, key=lambda n: (-avail[n], n))[:k])
+        if self._donor_room is None:
+            self._donor_room = self._donor_above_floor(view, allocs, planned)
+        idle, top = self._idle(view, free, role.demand)
+        lo = self._lowest(role)
+        if not self._donor_room and sum(top[:k]) < lo:
+            # every donor at its floor: only idle GPUs can be had, on at most k machines, and the
+            # k roomiest up machines hold fewer than the fewest GPUs the job may start on
+            return
+        shape = self._shape(jv, role, lo)
+        if shape in self._failed:
+            return   # a job of the same shape found no start in this same state
         best = None
-        for nodes in options:
+        for nodes in self._options(view, free, role.demand, k, idle, per_node):
             plan = self._best_take(view, jv, role, nodes, idle, per_node, free, planned)
             if plan is not None and (best is None or plan[0] > best[0] + GAIN_EPS):
                 best = plan
         if best is None:
+            self._failed.add(shape)
             return
         _, alloc, victims = best
         for vid, node, d in victims:
@@ -257,8 +312,10 @@ class ElasticTiresias(Tiresias):
             allocs[vid] = planned[vid] = new
             self._resized(self.jobs[vid], new, view.now)
         if victims:
-            self._donor_cache = None
+            self._donor_cache = self._donor_room = None
         _take(free, jv, alloc)
+        self._idle_room.clear()     # the free GPUs (and perhaps the donors) changed: look anew
+        self._failed.clear()
         self.compactions += 1
         if not victims:             # idle GPUs only: it starts now
             allocs[jv.job_id] = planned[jv.job_id] = alloc
@@ -283,21 +340,70 @@ class ElasticTiresias(Tiresias):
                 out.setdefault(node, []).append((jid, c))
         return out
 
-    def _anything_to_take(self, view, idle, per_node, planned) -> bool:
-        """Whether any GPU could be had: an idle one on an up node, or one from a donor above its
-        floor (the two sources ``_best_take`` draws from). Under a deep overload most waiting jobs
-        find neither, and this spares the per-node search for each of them."""
+    def _idle(self, view, free, demand) -> tuple:
+        """Tasks of ``demand`` that fit each node now, and the counts of the up nodes, largest
+        first. Kept per task demand until a compaction takes GPUs: under a deep overload most
+        waiting jobs find nothing to take, and this spares each of them the per-node search."""
+        key = tuple(demand)
+        hit = self._idle_room.get(key)
+        if hit is None:
+            idle = tasks_per_node(free, demand)
+            hit = self._idle_room[key] = (idle, sorted(idle[view.cluster.up].tolist(), reverse=True))
+        return hit
+
+    def _options(self, view, free, demand, k, idle, per_node) -> list:
+        """The node sets R1 tries for a job on at most k machines: each up node with an idle GPU or
+        a donor when k = 1, else the k with the most GPUs to give (idle plus donors'). They depend
+        on the state alone, so they are kept per (demand, k) with the idle counts."""
+        key = (tuple(demand), k)
+        options = self._idle_room.get(key)
+        if options is not None:
+            return options
         up = view.cluster.up
-        if any(idle[n] > 0 and up[n] for n in range(len(idle))):
-            return True
-        for node, donors in per_node.items():
-            if not up[node]:
+        options = []
+        if k == 1:
+            for node in range(len(free)):
+                if up[node] and (idle[node] > 0 or per_node.get(node)):
+                    options.append([node])
+        else:
+            avail = {n: int(idle[n]) + sum(c for _, c in per_node.get(n, ())) for n in range(len(free)) if up[n]}
+            options.append(sorted(avail, key=lambda n: (-avail[n], n))[:k])
+        self._idle_room[key] = options
+        return options
+
+    def _shape(self, jv, role, lo) -> tuple:
+        """What R1's search reads of a waiting job: its task demand, request, the fewest GPUs it may
+        start on and its efficiency E(p) for p up to the request. Two jobs of one shape fare alike
+        in one state, so a shape that found no start is not searched again until the state changes."""
+        shape = self.shapes.get(jv.job_id)
+        if shape is None:
+            effs = tuple(self._eff(jv, p) for p in range(max(lo, 1), role.count + 1))
+            shape = self.shapes[jv.job_id] = (tuple(role.demand), role.count, lo, effs)
+        return shape
+
+    def _donor_above_floor(self, view, allocs, planned) -> bool:
+        """Whether a donor (``_donors``) holds more than its floor and a GPU on an up node: R1 can
+        take GPUs from it. One pass over the running jobs that stops at the first such donor."""
+        up = view.cluster.up
+        jobs = self.jobs
+        for jid, jv in view.running.items():
+            job = jobs.get(jid)
+            if job is None or job.queue == 0 or jid not in planned or jv.reconfiguring:
                 continue
-            for vid, c in donors:
-                vrole = view.running[vid].roles[0]
-                if c > 0 and sum(planned[vid].get(vrole.name, {}).values()) > self._floor(vrole):
-                    return True
+            role = gpu_role(jv)
+            if role is None:
+                continue
+            tasks = planned[jid].get(role.name, {})
+            if sum(tasks.values()) > self._floor(role) and any(c > 0 and up[n] for n, c in tasks.items()):
+                return True
         return False
+
+    def _lowest(self, role) -> int:
+        """The fewest GPUs a waiting job may start on: its minimum if elastic, else its request."""
+        lo = role.min_count if role.elastic else role.count
+        if self.start_floor:   # the older reading: the QoS floor also gates a pending job's start
+            lo = max(lo, math.ceil(self.r * role.count - 1e-9))
+        return lo
 
     def _floor(self, role) -> int:
         """The GPUs a running job keeps when R1 shrinks it: ⌈r·requested⌉, at least its minimum."""
@@ -326,9 +432,7 @@ class ElasticTiresias(Tiresias):
         taken: dict[tuple, int] = {}
         gain_lost = 0.0
         best = None
-        lo = role.min_count if role.elastic else role.count
-        if self.start_floor:   # the older reading: the QoS floor also gates a pending job's start
-            lo = max(lo, math.ceil(self.r * role.count - 1e-9))
+        lo = self._lowest(role)
         for p in range(1, role.count + 1):
             node = next((n for n in nodes if spare[n] > 0), None)
             if node is not None:
@@ -406,6 +510,9 @@ class ElasticTiresias(Tiresias):
                     heapq.heappush(heap, (-g[0], jv.index, jid, g[1]))
         for jid, alloc in grown.items():
             allocs[jid] = planned[jid] = alloc
+            role = gpu_role(view.running.get(jid) or view.pending[jid])
+            if sum(alloc[role.name].values()) > role.count:
+                self.grown.add(jid)
             self._resized(self.jobs[jid], alloc, view.now)
             self.expansions += 1
 
@@ -540,3 +647,42 @@ def _fits(free: np.ndarray, jv: JobView, alloc) -> bool:
         for node, c in alloc.get(role.name, {}).items():
             need[node] += c * d
     return bool((need <= free + EPS).all())
+
+
+class Planned:
+    """The running jobs' allocations after a decision: each job's view allocation unless the
+    decision changed it (set) or stopped it (pop); a mapping over job ids. Kept as changes over
+    the view, so that a decision costs what it changes, not a copy of every running job."""
+
+    def __init__(self, running):
+        self.running = running
+        self.new: dict = {}
+        self.gone: set = set()
+
+    def __contains__(self, jid) -> bool:
+        return jid in self.new or (jid in self.running and jid not in self.gone)
+
+    def __getitem__(self, jid):
+        alloc = self.new.get(jid)
+        if alloc is not None:
+            return alloc
+        if jid in self.gone:
+            raise KeyError(jid)
+        return self.running[jid].allocation
+
+    def __setitem__(self, jid, alloc) -> None:
+        self.new[jid] = alloc
+        self.gone.discard(jid)
+
+    def pop(self, jid) -> None:
+        self.new.pop(jid, None)
+        self.gone.add(jid)
+
+    def __iter__(self):
+        for jid in self.running:
+            if jid not in self.gone and jid not in self.new:
+                yield jid
+        yield from self.new
+
+    def __bool__(self) -> bool:
+        return bool(self.new) or any(jid not in self.gone for jid in self.running)

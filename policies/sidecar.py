@@ -71,18 +71,24 @@ class _Base(Policy):
         self.sizes: dict[str | None, list] = {}   # model -> [iterations finished jobs ran, count]
         self.hosts = range(view.cluster.num_nodes)
         self.gpus_per_host = view.cluster.capacity[:, 0]
+        self._opts: dict[tuple, list] = {}    # a role's bounds -> its options (opts)
+        self.max_host = self.gpus_per_host.max(initial=0)   # GPUs of the largest host
 
     # --- the jobs the model covers
     def role(self, jv: JobView):
         roles = jv.roles
-        if len(roles) == 1 and roles[0].gpu == 1 and roles[0].count <= self.gpus_per_host.max():
+        if len(roles) == 1 and roles[0].gpu == 1 and roles[0].count <= self.max_host:
             return roles[0]
         return None
 
     def opts(self, jv: JobView) -> list[int]:
         r = jv.roles[0]
-        out = [o for o in self.options if r.min_count <= o <= r.max_count and o <= self.gpus_per_host.max()]
-        return out or [r.count]
+        key = (r.min_count, r.max_count, r.count)
+        out = self._opts.get(key)
+        if out is None:
+            top = self.max_host
+            out = self._opts[key] = [o for o in self.options if r.min_count <= o <= r.max_count and o <= top] or [r.count]
+        return out
 
     @staticmethod
     def host(jv: JobView) -> int:
@@ -192,6 +198,7 @@ class SideCar(_Base):
     def reset(self, view: View) -> None:
         super().reset(view)
         self.plans: dict[str, _Plan] = {}
+        self._tit: dict = {}                # job -> {(GPUs, host): profiled iteration time}
         self.adds = self.removes = 0        # Fig. 11's adding and removing events
 
     # --- costs the scheduler predicts with (§II-C fit, notes §3.6)
@@ -221,17 +228,33 @@ class SideCar(_Base):
                 if p.victim:
                     busy.add(p.victim)
         busy.update(allocs)   # reshaped by this decision already: its view is not yet up to date
+        for jv in view.finished:
+            self._tit.pop(jv.job_id, None)
+        base = by_host = None     # predicted finishes and victims by host, once a job needs them
+        stuck: set = set()        # (demand, options) that found no host and no victim, until the state changes
         for jid in list(self.queue):
             if jid in self.plans or jid in allocs:
                 continue
             jv = view.pending[jid]
             if self.role(jv) is None:
+                n = len(allocs)
                 self.fallback(jv, free, allocs)
+                if len(allocs) != n:
+                    stuck.clear()
                 continue
-            plan = self._incoming(jv, view, free, busy)
+            shape = (tuple(jv.roles[0].demand), tuple(self.opts(jv)))
+            if shape in stuck:
+                continue
+            if base is None:
+                base, by_host = self._finishes(view), self._victims(view)
+            plan, feasible = self._incoming(jv, view, free, busy, base, by_host)
+            if not feasible:
+                stuck.add(shape)
             if plan is not None:
                 self.plans[jid] = plan
+                base.add(jid, self._planned_finish(plan, view))
                 free[plan.host, 0] -= plan.gpus - plan.removed
+                stuck.clear()
                 if plan.victim:
                     busy.add(plan.victim)
                     self.removes += 1
@@ -261,95 +284,120 @@ class SideCar(_Base):
             del allocs[p.victim]
 
     # --- Algorithm 1: incoming job
-    def _incoming(self, jv: JobView, view: View, free: np.ndarray, busy: set) -> _Plan | None:
+    def _incoming(self, jv: JobView, view: View, free: np.ndarray, busy: set, base: "_Finishes",
+                  by_host: dict) -> tuple[_Plan | None, bool]:
+        """The job's plan of lowest predicted makespan, and whether any (host, option, victim) was
+        possible at all: when none is, no job of the same demand and options has one either until
+        a plan changes the free GPUs or the victims (the decision loop skips them)."""
         now = view.now
-        base = self._finishes(view, busy)
-        best, plan = INF, None
+        best, plan, feasible = INF, None, False
         idle = self.idle(free, jv, view)
-        by_host: dict[int, list] = {}
-        for vid, vjv in view.running.items():
-            if vid in busy or vjv.reconfiguring or self.role(vjv) is None:
-                continue
-            by_host.setdefault(self.host(vjv), []).append(vjv)
         start = self.k_c   # early initialisation, then the process start (D_sc)
+        up = view.cluster.up
         for h in self.hosts:
-            if not view.cluster.up[h]:
+            if not up[h]:
                 continue
             for n in self.opts(jv):
+                fits = idle[h] >= n
+                if not fits and not self.down:
+                    continue
+                rem = n - int(idle[h])
+                victims = () if fits else [v for v in by_host.get(h, ()) if v[0].job_id not in busy
+                                           and v[1] - rem >= 1 and v[1] - rem in v[2]]
+                if not fits and not victims:
+                    continue
+                feasible = True
                 new = now + start + self.restart_s(n) + self.remaining(jv) * self.t_iter(jv, n, h, view)
-                if idle[h] >= n:
-                    ms = max(base.get("max", now), new)
+                if fits:
+                    ms = max(base.max, new)
                     if ms < best:
                         best, plan = ms, _Plan(jv.job_id, now + start, h, n, None, 0)
                     continue
-                if not self.down:
-                    continue
-                rem = n - int(idle[h])
-                for vjv in sorted(by_host.get(h, ()), key=lambda j: j.index):
-                    cur = task_counts(vjv.allocation)[vjv.roles[0].name]
-                    if cur - rem < 1 or cur - rem not in self.opts(vjv):
-                        continue
+                for vjv, cur, _ in victims:
                     # the victim trains on all its GPUs during the early initialisation, then restarts (E3)
                     done = start / self.t_iter(vjv, cur, h, view)
                     left = max(self.remaining(vjv) - done, 0.0)
                     fin = now + start + self.restart_s(cur - rem) + left * self.t_iter(vjv, cur - rem, h, view)
-                    ms = max(self._max_except(base, vjv.job_id, now), fin, new)
+                    ms = max(base.max_except(vjv.job_id), fin, new)
                     if ms < best:
                         best, plan = ms, _Plan(jv.job_id, now + start, h, n, vjv.job_id, rem)
-        return plan
+        return plan, feasible
 
-    def _finishes(self, view: View, busy: set) -> dict:
+    def _victims(self, view: View) -> dict[int, list]:
+        """Per host, the running jobs that may give GPUs (not reconfiguring, in the model), by
+        index: (job, GPUs, its options). Jobs made busy by this decision are skipped at use."""
+        out: dict[int, list] = {}
+        for vjv in sorted(view.running.values(), key=lambda j: j.index):
+            if vjv.reconfiguring or self.role(vjv) is None:
+                continue
+            out.setdefault(self.host(vjv), []).append((vjv, task_counts(vjv.allocation)[vjv.roles[0].name],
+                                                        self.opts(vjv)))
+        return out
+
+    def _finishes(self, view: View) -> "_Finishes":
         """Predicted finish of every running job at its allocation (E4), and of planned jobs."""
-        now = view.now
-        out = {}
+        out = _Finishes(view.now)
         for jid, jv in view.running.items():
             if self.role(jv) is None:
                 continue
             h = self.host(jv)
             n = task_counts(jv.allocation)[jv.roles[0].name]
-            out[jid] = now + self.remaining(jv) * self.t_iter(jv, n, h, view)
+            out.add(jid, view.now + self.remaining(jv) * self.t_iter(jv, n, h, view))
         for p in self.plans.values():
-            jv = view.pending[p.job]
-            out[p.job] = p.ready + self.restart_s(p.gpus) + self.remaining(jv) * self.t_iter(jv, p.gpus, p.host, view)
-        out["max"] = max(out.values(), default=now)
+            out.add(p.job, self._planned_finish(p, view))
         return out
 
-    @staticmethod
-    def _max_except(base: dict, jid: str, now: float) -> float:
-        return max((v for k, v in base.items() if k not in ("max", jid)), default=now)
+    def _planned_finish(self, p: _Plan, view: View) -> float:
+        jv = view.pending[p.job]
+        return p.ready + self.restart_s(p.gpus) + self.remaining(jv) * self.t_iter(jv, p.gpus, p.host, view)
+
+    def t_iter(self, jv: JobView, n: int, host: int, view: View) -> float:
+        """Profiled seconds per iteration (``_Base.t_iter``), kept while the job lives: a profile
+        is fixed per job, GPU count and host (the host's GPU type)."""
+        times = self._tit.get(jv.job_id)
+        if times is None:
+            times = self._tit[jv.job_id] = {}
+        t = times.get((n, host))
+        if t is None:
+            t = times[(n, host)] = super().t_iter(jv, n, host, view)
+        return t
 
     # --- Algorithm 2: running jobs take idle GPUs
     def _reshape_up(self, view: View, free: np.ndarray, allocs: dict, busy: set) -> None:
         now = view.now
         grown = set()
+        base = self._finishes(view)    # the running jobs' predictions: this loop changes none of them
+        order = [jv for _, jv in sorted(view.running.items(), key=lambda kv: kv[1].index)
+                 if self.role(jv) is not None]
         while True:
-            base = self._finishes(view, busy)
-            cands = [jv for jid, jv in sorted(view.running.items(), key=lambda kv: kv[1].index)
-                     if jid not in grown and jid not in busy and jid not in allocs and not jv.reconfiguring
-                     and self.role(jv) is not None]
+            cands = [jv for jv in order if jv.job_id not in grown and jv.job_id not in busy
+                     and jv.job_id not in allocs and not jv.reconfiguring]
             if not cands:
                 return
-            idles = {jv.job_id: self.idle(free, jv, view) for jv in cands}
-            total = int(max(i.sum() for i in idles.values()))
+            rooms: dict = {}   # per task demand: (idle per host, the two roomiest hosts)
+            info = []
+            for jv in cands:
+                idle, top = self._room(free, jv, view, rooms)
+                info.append((jv, idle, top, self.host(jv), task_counts(jv.allocation)[jv.roles[0].name],
+                             self.opts(jv), self.remaining(jv), base.max_except(jv.job_id)))
+            total = int(max(idle.sum() for idle, _ in rooms.values()))
             best, pick = INF, None
             for add in range(1, total + 1):
-                for jv in cands:
-                    idle = idles[jv.job_id]
-                    h = self.host(jv)
-                    cur = task_counts(jv.allocation)[jv.roles[0].name]
-                    if cur + add not in self.opts(jv):
+                for jv, idle, top, h, cur, opts, rem, others_max in info:
+                    if cur + add not in opts:
                         continue
                     if idle[h] >= add:
                         target, cost = h, self.restart_s(cur + add)
                     elif self.cross_host:
-                        others = [x for x in self.hosts if x != h and idle[x] >= cur + add]
-                        if not others:
+                        # the roomiest other host (ties: the lowest index), if it has cur + add idle
+                        target = top[0] if top[0] != h else (top[1] if len(top) > 1 else None)
+                        if target is None or idle[target] < cur + add:
                             continue
-                        target, cost = max(others, key=lambda x: (idle[x], -x)), self.pod_restart_s(cur + add)
+                        cost = self.pod_restart_s(cur + add)
                     else:
                         continue
-                    fin = now + cost + self.remaining(jv) * self.t_iter(jv, cur + add, target, view)
-                    ms = max(self._max_except(base, jv.job_id, now), fin)
+                    fin = now + cost + rem * self.t_iter(jv, cur + add, target, view)
+                    ms = max(others_max, fin)
                     if ms < best:
                         best, pick = ms, (jv, target, cur + add)
             if pick is None:
@@ -362,6 +410,44 @@ class SideCar(_Base):
             allocs[jv.job_id] = {role.name: {target: n}}
             grown.add(jv.job_id)
             self.adds += 1
+
+    def _room(self, free: np.ndarray, jv: JobView, view: View, rooms: dict) -> tuple:
+        key = tuple(jv.roles[0].demand)
+        hit = rooms.get(key)
+        if hit is None:
+            idle = self.idle(free, jv, view)
+            top = [int(x) for x in np.argsort(-idle, kind="stable")[:2]]
+            hit = rooms[key] = (idle, top)
+        return hit
+
+
+class _Finishes:
+    """Predicted finishes by job (E4), with the two latest kept: the makespan of all jobs, or of
+    all jobs but one, is then read at once rather than by a pass over every running job."""
+
+    def __init__(self, now: float):
+        self.now = now
+        self.top: list[tuple[float, str]] = []   # (finish, job), latest first, at most two
+
+    def add(self, jid: str, t: float) -> None:
+        top = self.top
+        if not top or t > top[0][0]:
+            top.insert(0, (t, jid))
+        elif len(top) < 2 or t > top[1][0]:
+            top.insert(1, (t, jid))
+        del top[2:]
+
+    @property
+    def max(self) -> float:
+        """The latest finish of all (now when there is none)."""
+        return self.top[0][0] if self.top else self.now
+
+    def max_except(self, jid: str) -> float:
+        """The latest finish of all jobs but ``jid`` (now when there is none)."""
+        for t, j in self.top:
+            if j != jid:
+                return t
+        return self.now
 
 
 @register
