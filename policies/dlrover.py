@@ -16,8 +16,9 @@
    ``max_speedup`` x the steps/s per used core the job measures now (a sanity bound on the fit).
 3. Instability handling ([RM] §4.3, §5; [D] §4.2, §5.4), at every round:
    - OOM prevention: the memory a task is predicted to need by the end of the job (a line through
-     its reported need against steps, at the current task counts only, [RM] §5.3) above its grant
-     → the prediction plus ``mem_margin`` (20 %, DLRover's code). After an OOM: a worker's memory
+     its reported need against steps: a worker's at the current task counts only, the PSes' total
+     across PS counts, [RM] §5.3) above its grant → the prediction plus ``mem_margin`` (20 %,
+     DLRover's code); a Stage-2 plan grants that prediction too. After an OOM: a worker's memory
      doubles; a PS OOM doubles the PS count ([D] §4.2) or, with ``ps_oom: double_memory``, their memory.
    - Slow tasks, as per-task reports show them (``JobView.slowest_task``: progress offsets and
      per-PS load, [RM] §5.1, [D] §5.4): a worker below ``slow_ratio`` of its peers' speed gets
@@ -44,7 +45,7 @@ import numpy as np
 
 from clustersim.policies.base import Decision, JobView, Policy, View, register
 from clustersim.policies.dlrover_history import Config, History, Record, default_path, smooth
-from clustersim.policies.dlrover_search import Candidate, Costs, JobState, candidates, fit, greedy, score
+from clustersim.policies.dlrover_search import Candidate, Costs, JobState, candidate, candidates, fit, greedy, score
 from clustersim.policies.placement import PlacementAnyCluster, merge, shrink, strategy
 from clustersim.simulator.cluster import EPS
 from clustersim.simulator.job import StopReason, Tasks, task_counts, task_demand
@@ -68,8 +69,9 @@ class Track:
     config: Config | None = None        # last configuration granted
     last_change: float = -math.inf      # when it was granted
     worker_cap: float = math.inf        # ŵ: CPU a worker was seen to use below its grant ([D] §4.1)
-    mem_seen: dict = field(default_factory=dict)   # role -> [(steps, GB per task)] at ``mem_counts``
-    mem_counts: tuple = ()              # the task counts (workers, PS) the memory series was seen at
+    mem_seen: dict = field(default_factory=dict)   # worker -> [(steps, GB per task)] at ``mem_counts``;
+    # ps -> [(steps, GB of all PSes)]: the model's parameters, whatever the PS count ([RM] §5.3)
+    mem_counts: tuple = ()              # the task counts (workers, PS) the workers' series was seen at
     usage: dict = field(default_factory=dict)      # role -> (cores, GB) per task, last report
     shard: int = 0                      # index into ``shard_batches`` (dynamic data sharding)
     shard_at: float = -math.inf         # when the shard size last shrank (one step per heartbeat)
@@ -85,6 +87,7 @@ class Track:
     idle_ps_at: tuple = ()              # the PS set (count, cores) the idle-PS rule last acted on
     overflow: int = 0                   # workers beyond the job's CPU quota: preemptible ([D] §4.2)
     planned: bool = False               # Stage 2 has planned it (the draft's Adjust follows its Optimize)
+    cold: bool = False                  # started cold: its start is [D] §4.2's sampling configuration
 
 
 @register
@@ -194,6 +197,8 @@ class DLRover(Policy):
             w, ps = _roles(job)
             p = max(self.cold_ps, ps.min_count)
             pod = self._pod()
+            if job.job_id in self.tracks:
+                self.tracks[job.job_id].cold = True
             cfg = Config(max(1, w.min_count), p, pod, pod, w.mem, ps.mem * ps.count / p)
         return self._bounded(job, cfg)
 
@@ -310,7 +315,18 @@ class DLRover(Policy):
         cpu_free = float(free[:, 1].sum())
         cands: list[Candidate] = []
         for st in plans:
-            tr = self.tracks[jobs[st.key].job_id]
+            job = jobs[st.key]
+            tr = self.tracks[job.job_id]
+            draft = self._draft_plan(job, tr)
+            if draft and not tr.planned and tr.cold and tr.config == tr.start:
+                # [D] §4.1: the Optimize step follows the Sampling step with Eqs. 10-11's closed
+                # form from the sampled ŵ and ŝ (Table 1: sampling -> optimize; the sampling PS is
+                # a whole pod, so ŝ is what a worker needs, not what a saturated PS gives it).
+                # Samples at one configuration do not determine [RM]'s five coefficients: a
+                # search on such a fit picks plans the job then runs far slower at (rolled back).
+                first = candidate(st, self.costs, draft[0])
+                cands.append(replace(first, score=score(first, st.remaining, self.rho)))
+                continue
             found = candidates(st, self.costs, self.pop_size, self.generations, self.seed * 1_000_003 + st.key,
                                cpu_free, (*self._draft_plan(jobs[st.key], tr), *tr.front))
             found = [c for c in found if _x_cfg(c.config) not in tr.bad]
@@ -357,12 +373,14 @@ class DLRover(Policy):
             tr.worker_cap = u_w
         done = job.iterations_done
         counts = (cfg.workers, cfg.ps)
-        if counts != tr.mem_counts:   # another split of the data and the model: a new series
-            tr.mem_seen, tr.mem_counts = {}, counts
+        if counts != tr.mem_counts:   # another split of the data: a new series of a worker's memory
+            tr.mem_seen, tr.mem_counts = {"ps": tr.mem_seen.get("ps", [])}, counts
         for role in task_counts(job.allocation):
             if role in use:
                 seen = tr.mem_seen.setdefault(role, [])
-                seen.append((done, use[role][1]))
+                # the PSes' total: the embedding tables the PSes shard grow with the samples seen,
+                # not with the PS count ([RM] §5.3), so the series goes on across a change of it
+                seen.append((done, use[role][1] * (cfg.ps if role == "ps" else 1)))
                 del seen[:-8]
 
     def _samples(self, job: JobView, tr: Track) -> list:
@@ -401,16 +419,14 @@ class DLRover(Policy):
             return None
         model = fit(samples, tr.worker_cap)
         w, ps = _roles(job)
-        # PS memory as a total that the PSes share ([RM] §5.3): what they report needing plus the
-        # margin, else what they are granted
-        if _reported(tr, "ps"):
-            ps_total = tr.usage["ps"][1] * cfg.ps * (1.0 + self.mem_margin)
-        else:
-            ps_total = cfg.ps_mem * cfg.ps
-        # a worker's memory: what the workers use plus the margin ([D] §4.2), else its grant
-        w_mem = cfg.worker_mem
-        if _reported(tr, "worker"):
-            w_mem = float(min(math.ceil(tr.usage["worker"][1] * (1.0 + self.mem_margin)), self.node_mem))
+        # PS memory as a total that the PSes share ([RM] §5.3) and a worker's memory ([D] §4.2):
+        # what they are predicted to need by the job's end (OOM prevention's line: embedding
+        # tables grow with the samples seen) plus the margin. Sized at today's need, a plan would
+        # run out of memory as the tables grow, before the next prediction; so until two reports
+        # draw a line, a plan keeps at least the memory granted now.
+        remaining = max(self.job_steps - done, 0.0)
+        ps_total = self._planned_mem(tr, "ps", remaining)
+        w_mem = float(min(math.ceil(self._planned_mem(tr, "worker", remaining)), self.node_mem))
         pod = self._pod()
         bounds = (w.min_count, w.max_count, ps.min_count, ps.max_count, 1, int(pod))
         # the sanity bound: no plan is believed to get more than ``max_speedup`` x the steps per
@@ -519,11 +535,28 @@ class DLRover(Policy):
         for role in ("worker", "ps"):
             if not _reported(tr, role):
                 continue
-            need = _extrapolate(tr.mem_seen.get(role, []), remaining)
+            need = self._need(tr, role, remaining) / (cfg.ps if role == "ps" else 1)
             if need > _grant(cfg, role) + 1e-9:
                 mem = float(min(math.ceil(need * (1.0 + self.mem_margin)), self.node_mem))
                 out = replace(out, **{f"{role}_mem": mem})
         return None if out == cfg else out
+
+    def _planned_mem(self, tr: Track, role: str, remaining: float) -> float:
+        """GB a plan grants a worker (``worker``) or all the PSes (``ps``): the predicted need plus
+        ``mem_margin``; at least the grant while fewer than two reports predict the growth; the
+        grant when the job reports nothing of its own."""
+        cfg = tr.config
+        grant = cfg.worker_mem if role == "worker" else cfg.ps_mem * cfg.ps
+        if not _reported(tr, role):
+            return grant
+        need = self._need(tr, role, remaining) * (1.0 + self.mem_margin)
+        return need if len(tr.mem_seen.get(role, ())) >= 2 else max(need, grant)
+
+    def _need(self, tr: Track, role: str, remaining: float) -> float:
+        """GB a worker (``role`` worker) or all the PSes (``ps``) are predicted to need after
+        ``remaining`` more steps: the line through the series, at least the last report."""
+        now = tr.usage[role][1] * (tr.config.ps if role == "ps" else 1)
+        return max(_extrapolate(tr.mem_seen.get(role, []), remaining), now)
 
     def _stragglers(self, view: View) -> None:
         """[RM] §5.1: a worker whose progress offset lags its peers' (``slowest_task``: below

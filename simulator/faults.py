@@ -314,10 +314,7 @@ class FaultModel:
             rate = self.straggler.per_pod_hour / 3600.0 * pods
             self.hooks.at(self._rng["straggler"].exponential(1.0 / rate), partial(self._slow_down, job, token))
         if self.oom:
-            role = self._oom_role(st)
-            if role is not None:
-                delay = st.busy_until - now + self.oom.after_s
-                self.hooks.at(delay, partial(self._fail_if, job, token, StopReason.OOM, role))
+            self._watch_memory(job, token)
 
     def restore(self, st: JobState, cause: StopReason) -> tuple[float, float, float]:
         """The job failed and stopped: back to its last checkpoint (a node failure loses the
@@ -534,18 +531,65 @@ class FaultModel:
         at_start = self._hot.get(st.spec.job_id, ())
         return at_start == () or not self.hot_ps.rebalance_on_ps_change or _count(alloc, "ps") == at_start[0]
 
-    def _oom_role(self, st: JobState) -> str | None:
-        """The first role whose tasks need more memory than they are granted, if any."""
+    def need(self, job_id: str) -> float:
+        """The job's hidden memory need: ``oom.need_factor`` for the underprovisioned jobs (drawn
+        at the run's start), else 1 (what the usage model says). An observer sees it in the job's
+        usage (``usage.BoundUsage``), as a profiler would."""
+        return self.oom.need_factor if self.oom and job_id in self._big_need else 1.0
+
+    def _watch_memory(self, job: str, token: int) -> None:
+        """Time the job's OOM: ``after_s`` into training if a role needs more than its grant
+        already, else when its growing memory (PS embedding tables grow with the samples seen,
+        DLRover-RM §5.3) crosses the grant at the job's rate now. Checked again then (the rate
+        may have changed without a change of allocation)."""
+        st = self.hooks.state(job)
+        first = self._oom_first(st, self.hooks.now)
+        if first is not None:
+            self.hooks.at(first[0], partial(self._oom_if, job, token))
+
+    def _oom_if(self, job: str, token: int) -> None:
+        if not self._live(job, token):
+            return
+        first = self._oom_first(self.hooks.state(job), self.hooks.now)
+        if first is None:
+            return
+        delay, role, over = first
+        if over or delay <= 1e-6:
+            self._fail_if(job, token, StopReason.OOM, role)
+        else:   # slower than when timed: not there yet
+            self.hooks.at(delay, partial(self._oom_if, job, token))
+
+    def _oom_first(self, st: JobState, now: float) -> tuple[float, str, bool] | None:
+        """(s from now, role, over already) of the job's first OOM on its allocation, if it comes:
+        a role whose tasks need more than their grant ``after_s`` after training (re)starts; one
+        whose need grows past the grant when its memory, linear in the work done (``Zoo.usage``),
+        gets there at the allocation's healthy speed times the fault model's factor."""
         usage = self.world.usage
-        if usage is None:
+        if usage is None or not st.allocation:
             return None
-        scale = self.oom.need_factor if st.spec.job_id in self._big_need else 1.0
-        used = usage(st.spec, st.allocation)
+        scale = self.need(st.spec.job_id)
+        work = st.spec.total_work
+        start = max(st.busy_until, now)
+        w = self.world   # the rate once the change is over (during it the job may not train)
+        rate = w.speed.rate(st.spec, st.allocation, w.cluster) * st.factor if w.speed is not None else st.rate
+        done = min((st.progress + st.rate * max(now - st.since, 0.0)) / work, 1.0) if work > 0 else 1.0
+        at_now, at_end = usage(st.spec, st.allocation, progress=done), usage(st.spec, st.allocation, progress=1.0)
+        best = None
         for role, tasks in st.allocation.items():
             grant = task_demand(st.spec.role(role), tasks)[2]
-            if grant > 0 and used[role][1] * scale > grant * (1 + 1e-9):
-                return role
-        return None
+            m0, m1 = at_now[role][1] * scale, at_end[role][1] * scale
+            if grant <= 0 or m1 <= grant * (1 + 1e-9):
+                continue
+            if m0 > grant * (1 + 1e-9):
+                first = (start - now + self.oom.after_s, role, True)
+            elif rate > 0:   # the work until the memory reaches the grant
+                crossing = done + (grant - m0) / (m1 - m0) * (1.0 - done)
+                first = (start - now + (crossing - done) * work / rate, role, False)
+            else:
+                continue
+            if best is None or first[0] < best[0]:
+                best = first
+        return best
 
     # ------------------------------------------------------------------ replay
     def _replay(self, st: JobState) -> None:
