@@ -105,7 +105,9 @@ class StragglerFaults:
     than a healthy worker's half shard (S: the batches of the straggler's shards, which the
     policy sets (``shard_batches``), S0 = ``shard_batches`` here, the healthy size; r: a healthy
     worker's batches/s). The fault model reads the policy's shard size every ``heartbeat_s``
-    (DLRover-RM §5.1: workers report their progress offset at regular intervals)."""
+    (DLRover-RM §5.1: workers report their progress offset at regular intervals). ``role``: the
+    tasks a straggler is drawn among; ``per_job``: at most that many per job (a new one is drawn
+    after each change of allocation or restart that lost the last, up to it)."""
 
     per_pod_hour: NonNegative = 0.0
     factor: Annotated[float, Range(gt=1)] = 4.0   # DLRover §6: a straggler's CPU set to 25 %
@@ -113,6 +115,8 @@ class StragglerFaults:
     ps_sync: bool = False
     shard_batches: Annotated[int, Range(ge=1)] = 256   # DLRover-RM §5.1: shards of 256 batches before any change
     heartbeat_s: Positive = 60.0                       # a choice: DLRover-RM §6.2 handles a straggler "within 1 minute"
+    role: Literal["any", "worker", "ps"] = "any"       # the tasks a straggler is drawn among
+    per_job: Count = 0                                 # stragglers a job gets at most (0: no limit; DLRover-RM §6.2 injects one)
 
 
 @dataclass(frozen=True)
@@ -247,6 +251,7 @@ class FaultModel:
         self._attempt: dict[str, int] = {}   # job -> token, bumped at every (re)start
         self._slow: dict[str, tuple] = {}    # job -> (role, factor, attempt token, slow until) of its straggler
         self._shards: dict[str, int] = {}    # job -> batches per shard of its straggler, as last read
+        self._stragglers: dict[str, int] = {}  # job -> stragglers drawn so far
         self._slow_at: dict[str, tuple] = {}  # job -> (role, node, tasks of the role there) of its straggler
         self._hot: dict[str, tuple] = {}     # job -> (PS count, hot PS's node) when it appeared
         self._big_need: set[str] = set()     # underprovisioned jobs
@@ -310,9 +315,13 @@ class FaultModel:
         pods = sum(sum(t.values()) for t in st.allocation.values())
         if self.task and self.task.per_pod_day > 0:
             self.hooks.at(self._rng["task"].exponential(1.0 / self.task.hazard(pods)), partial(self._task_fails, job, token))
-        if self.straggler and self.straggler.per_pod_hour > 0 and job not in self._slow:
+        if self.straggler and self.straggler.per_pod_hour > 0 and job not in self._slow \
+                and not (self.straggler.per_job and self._stragglers.get(job, 0) >= self.straggler.per_job):
+            if self.straggler.role != "any":
+                pods = _count(st.allocation, self.straggler.role)
             rate = self.straggler.per_pod_hour / 3600.0 * pods
-            self.hooks.at(self._rng["straggler"].exponential(1.0 / rate), partial(self._slow_down, job, token))
+            if rate > 0:
+                self.hooks.at(self._rng["straggler"].exponential(1.0 / rate), partial(self._slow_down, job, token))
         if self.oom:
             self._watch_memory(job, token)
 
@@ -393,9 +402,14 @@ class FaultModel:
             self.hooks.fail_job(job, cause, role, node)
 
     def _slow_down(self, job: str, token: int) -> None:
-        if not self._live(job, token) or job in self._slow:
+        lim = self.straggler.per_job
+        if not self._live(job, token) or job in self._slow or (lim and self._stragglers.get(job, 0) >= lim):
             return
-        role, node = _pick_task(self.hooks.state(job).allocation, self._rng["straggler"])
+        alloc = self.hooks.state(job).allocation
+        if self.straggler.role != "any":
+            alloc = {self.straggler.role: alloc[self.straggler.role]}
+        role, node = _pick_task(alloc, self._rng["straggler"])
+        self._stragglers[job] = self._stragglers.get(job, 0) + 1
         self.slow_task(job, role, self.straggler.factor, self.straggler.duration_s, node)
 
     def slow_task(self, job: str, role: str, factor: float, duration_s: float, node: int | None = None) -> None:
