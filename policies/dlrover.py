@@ -10,7 +10,8 @@
    §4.3) and whose last change is ``min_interval`` s old ([D] §6.1) gets its throughput model
    refitted (NNLS) and candidate plans from NSGA-II; plans are taken greedily across jobs by
    RE·WG (ρ = 2.5) within the free capacity. Every grant respects the per-pod (32 cores, [D]
-   §6.1) and per-job CPU caps (200 cores, [D] §6.1).
+   §6.1) and per-job CPU caps (200 cores, [D] §6.1). A cold start's first plan is [D] §4.1's
+   closed form from the sampled ŵ and ŝ (Eqs. 10-11), as the draft's Optimize follows its Sampling.
    A planned change is verified: the first healthy rate measured after it, below the rate before
    it (``rollback_tolerance``), rolls it back for good; no plan is believed to get more than
    ``max_speedup`` x the steps/s per used core the job measures now (a sanity bound on the fit).
