@@ -102,7 +102,8 @@ class DLRover(Policy):
     # each, 100x and 5,000x the defaults of [RM] §6)
     def __init__(self, history: str | None = None, history_run: str = "default", k: Annotated[int, Range(ge=1, le=1000)] = 5,
                  mu: Annotated[float, Range(gt=0, lt=1)] = 0.5, min_similarity: Fraction = 0.5,
-                 cold_ps: Annotated[int, Range(ge=1, le=1024)] = 1, interval: Positive = 180.0, min_interval: NonNegative = 60.0,
+                 cold_ps: Annotated[int, Range(ge=1, le=1024)] = 1, start: Literal["history", "request"] = "history",
+                 interval: Positive = 180.0, min_interval: NonNegative = 60.0,
                  opt_start_s: NonNegative = 60.0, opt_start_steps: NonNegative = 100.0,
                  rho: float = 2.5, pop_size: Annotated[int, Range(ge=1, le=10_000)] = 40,
                  generations: Annotated[int, Range(ge=1, le=10_000)] = 2, seed: Count = 0,
@@ -119,6 +120,7 @@ class DLRover(Policy):
         self.history_path = None if history is None else (default_path() if history == "cache" else history)
         self.history_run = history_run
         self.k, self.mu, self.min_similarity, self.cold_ps = k, mu, min_similarity, cold_ps
+        self.start = start
         self.interval, self.min_interval = float(interval), float(min_interval)
         self.opt_start_s, self.opt_start_steps = float(opt_start_s), float(opt_start_steps)
         self.rho, self.pop_size, self.generations, self.seed = float(rho), pop_size, generations, seed
@@ -184,7 +186,11 @@ class DLRover(Policy):
 
     # ------------------------------------------------------------------ stage 1: starting jobs
     def initial_config(self, job: JobView) -> Config:
-        """Warm start from the history, else [D]'s sampling configuration (cold start)."""
+        """Warm start from the history, else [D]'s sampling configuration (cold start); with
+        ``start: request``, the owner's configuration ([RM] §6.2's instability experiments start
+        the job at its well-tuned configuration)."""
+        if self.start == "request":
+            return self._bounded(job, _requested(job))
         recs = self.history.similar(job.model, job.tenant, job.user, self.k, self.min_similarity)
         m = 1.0 + self.mem_margin
         if recs:
@@ -599,8 +605,14 @@ class DLRover(Policy):
         cpu = float(min(math.ceil(cfg.ps_cpu / max(slow[2], 1e-9)), self._pod()))
         if cpu > cfg.ps_cpu and cfg.cpu + cfg.ps * (cpu - cfg.ps_cpu) <= self.job_cpu_cap + 1e-9:
             new = replace(cfg, ps_cpu=cpu)
-        elif cfg.ps < ps.max_count and cfg.cpu + cfg.ps_cpu <= self.job_cpu_cap + 1e-9:
-            new = replace(cfg, ps=cfg.ps + 1, ps_mem=cfg.ps_mem * cfg.ps / (cfg.ps + 1))
+        elif cfg.ps < ps.max_count:
+            # one PS more, which re-partitions the parameters evenly ([RM] §4.3, DeepRec); at the
+            # job's CPU quota the PS cores are shared by the new set (8 x 16 -> 9 x 14 for W&D)
+            n = cfg.ps + 1
+            room = math.floor((self.job_cpu_cap - cfg.workers * cfg.worker_cpu + 1e-9) / n)
+            if min(cfg.ps_cpu, room) < 1:
+                return False
+            new = replace(cfg, ps=n, ps_cpu=float(min(cfg.ps_cpu, room)), ps_mem=cfg.ps_mem * cfg.ps / n)
         else:
             return False
         tr.hot_fixes, tr.fix_speed = tr.hot_fixes + 1, slow[2]

@@ -257,6 +257,12 @@ def test_hot_ps_gets_larger_pses_then_a_slow_machine_loses_its_ps():
     pol3.tracks["j0"].hot_fixes, pol3.tracks["j0"].fix_speed = 1, 0.5
     alloc3 = pol3.decide(view3).allocations["j0"]
     assert alloc3["ps"].cpu == 23.0 and pol3.tracks["j0"].moved_off == set()
+    # at the job's CPU quota (48 cores: 4 workers x 4 + 2 PS x 16) there is no room for 32-core
+    # PSes: one PS more re-partitions the parameters evenly ([RM] §4.3), the PS cores shared by the
+    # new set within the quota: floor((48 - 16) / 3) = 10 cores each
+    pol4, view4, _ = setup_running(use, samples, slowest=slowest, job_cpu_cap=48.0)
+    alloc4 = pol4.decide(view4).allocations["j0"]
+    assert sum(alloc4["ps"].values()) == 3 and alloc4["ps"].cpu == 10.0 and alloc4["worker"].cpu == 4.0
 
 
 def test_worker_straggler_gets_smaller_shards_without_a_restart():
