@@ -122,8 +122,7 @@ class StragglerFaults:
 @dataclass(frozen=True)
 class HotPsFaults:
     """A ``fraction`` of PS jobs with two or more PSes has one PS carrying ``skew`` x the mean
-    load (unbalanced tensor partition, DLRover §6.4: 13 % of jobs), from the job's first start
-    with two or more PSes.
+    load (unbalanced tensor partition, DLRover §6.4: 13 % of jobs), from the job's first start.
     The slowest PS bounds the update, so the job runs as if every PS had 1/skew of its CPU
     (notes/dlrover.md A4). Per-PS CPU load shows it (``slowest_task``: the hot PS's node, the
     job's speed relative to a balanced partition; DLRover §5.4). With
@@ -309,7 +308,7 @@ class FaultModel:
             if job in self._failed_at:   # time to recover: failure -> training again
                 st.recover_s += st.busy_until - self._failed_at.pop(job)
                 st.recoveries += 1
-            if self._hot.get(job) == () and _count(st.allocation, "ps") >= 2:   # one PS has no peers to be hotter than
+            if self._hot.get(job) == () and _count(st.allocation, "ps"):
                 node = next(n for n, c in st.allocation["ps"].items() if c)   # the first PS is the hot one
                 self._hot[job] = (_count(st.allocation, "ps"), node)
             self._replay(st)
