@@ -10,14 +10,16 @@
    §4.3) and whose last change is ``min_interval`` s old ([D] §6.1) gets its throughput model
    refitted (NNLS) and candidate plans from NSGA-II; plans are taken greedily across jobs by
    RE·WG (ρ = 2.5) within the free capacity. Every grant respects the per-pod (32 cores, [D]
-   §6.1) and per-job CPU caps (200 cores, [D] §6.1).
+   §6.1) and per-job CPU caps (200 cores, [D] §6.1). A cold start's first plan is [D] §4.1's
+   closed form from the sampled ŵ and ŝ (Eqs. 10-11), as the draft's Optimize follows its Sampling.
    A planned change is verified: the first healthy rate measured after it, below the rate before
    it (``rollback_tolerance``), rolls it back for good; no plan is believed to get more than
    ``max_speedup`` x the steps/s per used core the job measures now (a sanity bound on the fit).
 3. Instability handling ([RM] §4.3, §5; [D] §4.2, §5.4), at every round:
    - OOM prevention: the memory a task is predicted to need by the end of the job (a line through
-     its reported need against steps, at the current task counts only, [RM] §5.3) above its grant
-     → the prediction plus ``mem_margin`` (20 %, DLRover's code). After an OOM: a worker's memory
+     its reported need against steps: a worker's at the current task counts only, the PSes' total
+     across PS counts, [RM] §5.3) above its grant → the prediction plus ``mem_margin`` (20 %,
+     DLRover's code); a Stage-2 plan grants that prediction too. After an OOM: a worker's memory
      doubles; a PS OOM doubles the PS count ([D] §4.2) or, with ``ps_oom: double_memory``, their memory.
    - Slow tasks, as per-task reports show them (``JobView.slowest_task``: progress offsets and
      per-PS load, [RM] §5.1, [D] §5.4): a worker below ``slow_ratio`` of its peers' speed gets
@@ -44,7 +46,7 @@ import numpy as np
 
 from clustersim.policies.base import Decision, JobView, Policy, View, register
 from clustersim.policies.dlrover_history import Config, History, Record, default_path, smooth
-from clustersim.policies.dlrover_search import Candidate, Costs, JobState, candidates, fit, greedy, score
+from clustersim.policies.dlrover_search import Candidate, Costs, JobState, candidate, candidates, fit, greedy, score
 from clustersim.policies.placement import PlacementAnyCluster, merge, shrink, strategy
 from clustersim.simulator.cluster import EPS
 from clustersim.simulator.job import StopReason, Tasks, task_counts, task_demand
@@ -68,8 +70,9 @@ class Track:
     config: Config | None = None        # last configuration granted
     last_change: float = -math.inf      # when it was granted
     worker_cap: float = math.inf        # ŵ: CPU a worker was seen to use below its grant ([D] §4.1)
-    mem_seen: dict = field(default_factory=dict)   # role -> [(steps, GB per task)] at ``mem_counts``
-    mem_counts: tuple = ()              # the task counts (workers, PS) the memory series was seen at
+    mem_seen: dict = field(default_factory=dict)   # worker -> [(steps, GB per task)] at ``mem_counts``;
+    # ps -> [(steps, GB of all PSes)]: the model's parameters, whatever the PS count ([RM] §5.3)
+    mem_counts: tuple = ()              # the task counts (workers, PS) the workers' series was seen at
     usage: dict = field(default_factory=dict)      # role -> (cores, GB) per task, last report
     shard: int = 0                      # index into ``shard_batches`` (dynamic data sharding)
     shard_at: float = -math.inf         # when the shard size last shrank (one step per heartbeat)
@@ -85,6 +88,7 @@ class Track:
     idle_ps_at: tuple = ()              # the PS set (count, cores) the idle-PS rule last acted on
     overflow: int = 0                   # workers beyond the job's CPU quota: preemptible ([D] §4.2)
     planned: bool = False               # Stage 2 has planned it (the draft's Adjust follows its Optimize)
+    cold: bool = False                  # started cold: its start is [D] §4.2's sampling configuration
 
 
 @register
@@ -98,7 +102,8 @@ class DLRover(Policy):
     # each, 100x and 5,000x the defaults of [RM] §6)
     def __init__(self, history: str | None = None, history_run: str = "default", k: Annotated[int, Range(ge=1, le=1000)] = 5,
                  mu: Annotated[float, Range(gt=0, lt=1)] = 0.5, min_similarity: Fraction = 0.5,
-                 cold_ps: Annotated[int, Range(ge=1, le=1024)] = 1, interval: Positive = 180.0, min_interval: NonNegative = 60.0,
+                 cold_ps: Annotated[int, Range(ge=1, le=1024)] = 1, start: Literal["history", "request"] = "history",
+                 interval: Positive = 180.0, min_interval: NonNegative = 60.0,
                  opt_start_s: NonNegative = 60.0, opt_start_steps: NonNegative = 100.0,
                  rho: float = 2.5, pop_size: Annotated[int, Range(ge=1, le=10_000)] = 40,
                  generations: Annotated[int, Range(ge=1, le=10_000)] = 2, seed: Count = 0,
@@ -115,6 +120,7 @@ class DLRover(Policy):
         self.history_path = None if history is None else (default_path() if history == "cache" else history)
         self.history_run = history_run
         self.k, self.mu, self.min_similarity, self.cold_ps = k, mu, min_similarity, cold_ps
+        self.start = start
         self.interval, self.min_interval = float(interval), float(min_interval)
         self.opt_start_s, self.opt_start_steps = float(opt_start_s), float(opt_start_steps)
         self.rho, self.pop_size, self.generations, self.seed = float(rho), pop_size, generations, seed
@@ -180,7 +186,11 @@ class DLRover(Policy):
 
     # ------------------------------------------------------------------ stage 1: starting jobs
     def initial_config(self, job: JobView) -> Config:
-        """Warm start from the history, else [D]'s sampling configuration (cold start)."""
+        """Warm start from the history, else [D]'s sampling configuration (cold start); with
+        ``start: request``, the owner's configuration ([RM] §6.2's instability experiments start
+        the job at its well-tuned configuration)."""
+        if self.start == "request":
+            return self._bounded(job, _requested(job))
         recs = self.history.similar(job.model, job.tenant, job.user, self.k, self.min_similarity)
         m = 1.0 + self.mem_margin
         if recs:
@@ -194,6 +204,8 @@ class DLRover(Policy):
             w, ps = _roles(job)
             p = max(self.cold_ps, ps.min_count)
             pod = self._pod()
+            if job.job_id in self.tracks:
+                self.tracks[job.job_id].cold = True
             cfg = Config(max(1, w.min_count), p, pod, pod, w.mem, ps.mem * ps.count / p)
         return self._bounded(job, cfg)
 
@@ -310,7 +322,18 @@ class DLRover(Policy):
         cpu_free = float(free[:, 1].sum())
         cands: list[Candidate] = []
         for st in plans:
-            tr = self.tracks[jobs[st.key].job_id]
+            job = jobs[st.key]
+            tr = self.tracks[job.job_id]
+            draft = self._draft_plan(job, tr)
+            if draft and not tr.planned and tr.cold and tr.config == tr.start:
+                # [D] §4.1: the Optimize step follows the Sampling step with Eqs. 10-11's closed
+                # form from the sampled ŵ and ŝ (Table 1: sampling -> optimize; the sampling PS is
+                # a whole pod, so ŝ is what a worker needs, not what a saturated PS gives it).
+                # Samples at one configuration do not determine [RM]'s five coefficients: a
+                # search on such a fit picks plans the job then runs far slower at (rolled back).
+                first = candidate(st, self.costs, draft[0])
+                cands.append(replace(first, score=score(first, st.remaining, self.rho)))
+                continue
             found = candidates(st, self.costs, self.pop_size, self.generations, self.seed * 1_000_003 + st.key,
                                cpu_free, (*self._draft_plan(jobs[st.key], tr), *tr.front))
             found = [c for c in found if _x_cfg(c.config) not in tr.bad]
@@ -357,12 +380,14 @@ class DLRover(Policy):
             tr.worker_cap = u_w
         done = job.iterations_done
         counts = (cfg.workers, cfg.ps)
-        if counts != tr.mem_counts:   # another split of the data and the model: a new series
-            tr.mem_seen, tr.mem_counts = {}, counts
+        if counts != tr.mem_counts:   # another split of the data: a new series of a worker's memory
+            tr.mem_seen, tr.mem_counts = {"ps": tr.mem_seen.get("ps", [])}, counts
         for role in task_counts(job.allocation):
             if role in use:
                 seen = tr.mem_seen.setdefault(role, [])
-                seen.append((done, use[role][1]))
+                # the PSes' total: the embedding tables the PSes shard grow with the samples seen,
+                # not with the PS count ([RM] §5.3), so the series goes on across a change of it
+                seen.append((done, use[role][1] * (cfg.ps if role == "ps" else 1)))
                 del seen[:-8]
 
     def _samples(self, job: JobView, tr: Track) -> list:
@@ -401,16 +426,14 @@ class DLRover(Policy):
             return None
         model = fit(samples, tr.worker_cap)
         w, ps = _roles(job)
-        # PS memory as a total that the PSes share ([RM] §5.3): what they report needing plus the
-        # margin, else what they are granted
-        if _reported(tr, "ps"):
-            ps_total = tr.usage["ps"][1] * cfg.ps * (1.0 + self.mem_margin)
-        else:
-            ps_total = cfg.ps_mem * cfg.ps
-        # a worker's memory: what the workers use plus the margin ([D] §4.2), else its grant
-        w_mem = cfg.worker_mem
-        if _reported(tr, "worker"):
-            w_mem = float(min(math.ceil(tr.usage["worker"][1] * (1.0 + self.mem_margin)), self.node_mem))
+        # PS memory as a total that the PSes share ([RM] §5.3) and a worker's memory ([D] §4.2):
+        # what they are predicted to need by the job's end (OOM prevention's line: embedding
+        # tables grow with the samples seen) plus the margin. Sized at today's need, a plan would
+        # run out of memory as the tables grow, before the next prediction; so until two reports
+        # draw a line, a plan keeps at least the memory granted now.
+        remaining = max(self.job_steps - done, 0.0)
+        ps_total = self._planned_mem(tr, "ps", remaining)
+        w_mem = float(min(math.ceil(self._planned_mem(tr, "worker", remaining)), self.node_mem))
         pod = self._pod()
         bounds = (w.min_count, w.max_count, ps.min_count, ps.max_count, 1, int(pod))
         # the sanity bound: no plan is believed to get more than ``max_speedup`` x the steps per
@@ -519,11 +542,28 @@ class DLRover(Policy):
         for role in ("worker", "ps"):
             if not _reported(tr, role):
                 continue
-            need = _extrapolate(tr.mem_seen.get(role, []), remaining)
+            need = self._need(tr, role, remaining) / (cfg.ps if role == "ps" else 1)
             if need > _grant(cfg, role) + 1e-9:
                 mem = float(min(math.ceil(need * (1.0 + self.mem_margin)), self.node_mem))
                 out = replace(out, **{f"{role}_mem": mem})
         return None if out == cfg else out
+
+    def _planned_mem(self, tr: Track, role: str, remaining: float) -> float:
+        """GB a plan grants a worker (``worker``) or all the PSes (``ps``): the predicted need plus
+        ``mem_margin``; at least the grant while fewer than two reports predict the growth; the
+        grant when the job reports nothing of its own."""
+        cfg = tr.config
+        grant = cfg.worker_mem if role == "worker" else cfg.ps_mem * cfg.ps
+        if not _reported(tr, role):
+            return grant
+        need = self._need(tr, role, remaining) * (1.0 + self.mem_margin)
+        return need if len(tr.mem_seen.get(role, ())) >= 2 else max(need, grant)
+
+    def _need(self, tr: Track, role: str, remaining: float) -> float:
+        """GB a worker (``role`` worker) or all the PSes (``ps``) are predicted to need after
+        ``remaining`` more steps: the line through the series, at least the last report."""
+        now = tr.usage[role][1] * (tr.config.ps if role == "ps" else 1)
+        return max(_extrapolate(tr.mem_seen.get(role, []), remaining), now)
 
     def _stragglers(self, view: View) -> None:
         """[RM] §5.1: a worker whose progress offset lags its peers' (``slowest_task``: below
@@ -565,8 +605,14 @@ class DLRover(Policy):
         cpu = float(min(math.ceil(cfg.ps_cpu / max(slow[2], 1e-9)), self._pod()))
         if cpu > cfg.ps_cpu and cfg.cpu + cfg.ps * (cpu - cfg.ps_cpu) <= self.job_cpu_cap + 1e-9:
             new = replace(cfg, ps_cpu=cpu)
-        elif cfg.ps < ps.max_count and cfg.cpu + cfg.ps_cpu <= self.job_cpu_cap + 1e-9:
-            new = replace(cfg, ps=cfg.ps + 1, ps_mem=cfg.ps_mem * cfg.ps / (cfg.ps + 1))
+        elif cfg.ps < ps.max_count:
+            # one PS more, which re-partitions the parameters evenly ([RM] §4.3, DeepRec); at the
+            # job's CPU quota the PS cores are shared by the new set (8 x 16 -> 9 x 14 for W&D)
+            n = cfg.ps + 1
+            room = math.floor((self.job_cpu_cap - cfg.workers * cfg.worker_cpu + 1e-9) / n)
+            if min(cfg.ps_cpu, room) < 1:
+                return False
+            new = replace(cfg, ps=n, ps_cpu=float(min(cfg.ps_cpu, room)), ps_mem=cfg.ps_mem * cfg.ps / n)
         else:
             return False
         tr.hot_fixes, tr.fix_speed = tr.hot_fixes + 1, slow[2]

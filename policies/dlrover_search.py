@@ -21,7 +21,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -158,6 +158,15 @@ def candidates(job: JobState, costs: Costs, pop_size: int, generations: int, see
             out.append(Candidate(job.key, cfg, float(rc[i]), float(tg[i]), float(rate[i]),
                                  float(cpu[i] - cur.cpu), float(mem[i] - cur.mem)))
     return out
+
+
+def candidate(job: JobState, costs: Costs, cfg: Config) -> Candidate:
+    """``cfg`` as a candidate of ``job``, with the model's RC, TG and rate."""
+    x = np.array([[cfg.workers, cfg.ps, cfg.worker_cpu, cfg.ps_cpu]], dtype=np.float64)
+    rc, tg, rate, cpu, mem = evaluate(job, x, costs, job.worker_mem)
+    cfg = replace(cfg, worker_mem=job.worker_mem, ps_mem=job.ps_mem_total / cfg.ps)
+    return Candidate(job.key, cfg, float(rc[0]), float(tg[0]), float(rate[0]),
+                     float(cpu[0] - job.current.cpu), float(mem[0] - job.current.mem))
 
 
 def score(c: Candidate, remaining: float, rho: float) -> float:

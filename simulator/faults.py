@@ -105,7 +105,9 @@ class StragglerFaults:
     than a healthy worker's half shard (S: the batches of the straggler's shards, which the
     policy sets (``shard_batches``), S0 = ``shard_batches`` here, the healthy size; r: a healthy
     worker's batches/s). The fault model reads the policy's shard size every ``heartbeat_s``
-    (DLRover-RM §5.1: workers report their progress offset at regular intervals)."""
+    (DLRover-RM §5.1: workers report their progress offset at regular intervals). ``role``: the
+    tasks a straggler is drawn among; ``per_job``: at most that many per job (a new one is drawn
+    after each change of allocation or restart that lost the last, up to it)."""
 
     per_pod_hour: NonNegative = 0.0
     factor: Annotated[float, Range(gt=1)] = 4.0   # DLRover §6: a straggler's CPU set to 25 %
@@ -113,6 +115,8 @@ class StragglerFaults:
     ps_sync: bool = False
     shard_batches: Annotated[int, Range(ge=1)] = 256   # DLRover-RM §5.1: shards of 256 batches before any change
     heartbeat_s: Positive = 60.0                       # a choice: DLRover-RM §6.2 handles a straggler "within 1 minute"
+    role: Literal["any", "worker", "ps"] = "any"       # the tasks a straggler is drawn among
+    per_job: Count = 0                                 # stragglers a job gets at most (0: no limit; DLRover-RM §6.2 injects one)
 
 
 @dataclass(frozen=True)
@@ -247,6 +251,7 @@ class FaultModel:
         self._attempt: dict[str, int] = {}   # job -> token, bumped at every (re)start
         self._slow: dict[str, tuple] = {}    # job -> (role, factor, attempt token, slow until) of its straggler
         self._shards: dict[str, int] = {}    # job -> batches per shard of its straggler, as last read
+        self._stragglers: dict[str, int] = {}  # job -> stragglers drawn so far
         self._slow_at: dict[str, tuple] = {}  # job -> (role, node, tasks of the role there) of its straggler
         self._hot: dict[str, tuple] = {}     # job -> (PS count, hot PS's node) when it appeared
         self._big_need: set[str] = set()     # underprovisioned jobs
@@ -310,14 +315,15 @@ class FaultModel:
         pods = sum(sum(t.values()) for t in st.allocation.values())
         if self.task and self.task.per_pod_day > 0:
             self.hooks.at(self._rng["task"].exponential(1.0 / self.task.hazard(pods)), partial(self._task_fails, job, token))
-        if self.straggler and self.straggler.per_pod_hour > 0 and job not in self._slow:
+        if self.straggler and self.straggler.per_pod_hour > 0 and job not in self._slow \
+                and not (self.straggler.per_job and self._stragglers.get(job, 0) >= self.straggler.per_job):
+            if self.straggler.role != "any":
+                pods = _count(st.allocation, self.straggler.role)
             rate = self.straggler.per_pod_hour / 3600.0 * pods
-            self.hooks.at(self._rng["straggler"].exponential(1.0 / rate), partial(self._slow_down, job, token))
+            if rate > 0:
+                self.hooks.at(self._rng["straggler"].exponential(1.0 / rate), partial(self._slow_down, job, token))
         if self.oom:
-            role = self._oom_role(st)
-            if role is not None:
-                delay = st.busy_until - now + self.oom.after_s
-                self.hooks.at(delay, partial(self._fail_if, job, token, StopReason.OOM, role))
+            self._watch_memory(job, token)
 
     def restore(self, st: JobState, cause: StopReason) -> tuple[float, float, float]:
         """The job failed and stopped: back to its last checkpoint (a node failure loses the
@@ -396,9 +402,14 @@ class FaultModel:
             self.hooks.fail_job(job, cause, role, node)
 
     def _slow_down(self, job: str, token: int) -> None:
-        if not self._live(job, token) or job in self._slow:
+        lim = self.straggler.per_job
+        if not self._live(job, token) or job in self._slow or (lim and self._stragglers.get(job, 0) >= lim):
             return
-        role, node = _pick_task(self.hooks.state(job).allocation, self._rng["straggler"])
+        alloc = self.hooks.state(job).allocation
+        if self.straggler.role != "any":
+            alloc = {self.straggler.role: alloc[self.straggler.role]}
+        role, node = _pick_task(alloc, self._rng["straggler"])
+        self._stragglers[job] = self._stragglers.get(job, 0) + 1
         self.slow_task(job, role, self.straggler.factor, self.straggler.duration_s, node)
 
     def slow_task(self, job: str, role: str, factor: float, duration_s: float, node: int | None = None) -> None:
@@ -534,18 +545,65 @@ class FaultModel:
         at_start = self._hot.get(st.spec.job_id, ())
         return at_start == () or not self.hot_ps.rebalance_on_ps_change or _count(alloc, "ps") == at_start[0]
 
-    def _oom_role(self, st: JobState) -> str | None:
-        """The first role whose tasks need more memory than they are granted, if any."""
+    def need(self, job_id: str) -> float:
+        """The job's hidden memory need: ``oom.need_factor`` for the underprovisioned jobs (drawn
+        at the run's start), else 1 (what the usage model says). An observer sees it in the job's
+        usage (``usage.BoundUsage``), as a profiler would."""
+        return self.oom.need_factor if self.oom and job_id in self._big_need else 1.0
+
+    def _watch_memory(self, job: str, token: int) -> None:
+        """Time the job's OOM: ``after_s`` into training if a role needs more than its grant
+        already, else when its growing memory (PS embedding tables grow with the samples seen,
+        DLRover-RM §5.3) crosses the grant at the job's rate now. Checked again then (the rate
+        may have changed without a change of allocation)."""
+        st = self.hooks.state(job)
+        first = self._oom_first(st, self.hooks.now)
+        if first is not None:
+            self.hooks.at(first[0], partial(self._oom_if, job, token))
+
+    def _oom_if(self, job: str, token: int) -> None:
+        if not self._live(job, token):
+            return
+        first = self._oom_first(self.hooks.state(job), self.hooks.now)
+        if first is None:
+            return
+        delay, role, over = first
+        if over or delay <= 1e-6:
+            self._fail_if(job, token, StopReason.OOM, role)
+        else:   # slower than when timed: not there yet
+            self.hooks.at(delay, partial(self._oom_if, job, token))
+
+    def _oom_first(self, st: JobState, now: float) -> tuple[float, str, bool] | None:
+        """(s from now, role, over already) of the job's first OOM on its allocation, if it comes:
+        a role whose tasks need more than their grant ``after_s`` after training (re)starts; one
+        whose need grows past the grant when its memory, linear in the work done (``Zoo.usage``),
+        gets there at the allocation's healthy speed times the fault model's factor."""
         usage = self.world.usage
-        if usage is None:
+        if usage is None or not st.allocation:
             return None
-        scale = self.oom.need_factor if st.spec.job_id in self._big_need else 1.0
-        used = usage(st.spec, st.allocation)
+        scale = self.need(st.spec.job_id)
+        work = st.spec.total_work
+        start = max(st.busy_until, now)
+        w = self.world   # the rate once the change is over (during it the job may not train)
+        rate = w.speed.rate(st.spec, st.allocation, w.cluster) * st.factor if w.speed is not None else st.rate
+        done = min((st.progress + st.rate * max(now - st.since, 0.0)) / work, 1.0) if work > 0 else 1.0
+        at_now, at_end = usage(st.spec, st.allocation, progress=done), usage(st.spec, st.allocation, progress=1.0)
+        best = None
         for role, tasks in st.allocation.items():
             grant = task_demand(st.spec.role(role), tasks)[2]
-            if grant > 0 and used[role][1] * scale > grant * (1 + 1e-9):
-                return role
-        return None
+            m0, m1 = at_now[role][1] * scale, at_end[role][1] * scale
+            if grant <= 0 or m1 <= grant * (1 + 1e-9):
+                continue
+            if m0 > grant * (1 + 1e-9):
+                first = (start - now + self.oom.after_s, role, True)
+            elif rate > 0:   # the work until the memory reaches the grant
+                crossing = done + (grant - m0) / (m1 - m0) * (1.0 - done)
+                first = (start - now + (crossing - done) * work / rate, role, False)
+            else:
+                continue
+            if best is None or first[0] < best[0]:
+                best = first
+        return best
 
     # ------------------------------------------------------------------ replay
     def _replay(self, st: JobState) -> None:

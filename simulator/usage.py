@@ -5,8 +5,8 @@ A usage model that is ``load_aware`` (``Zoo.usage``) is told the job's state: it
 follows throughput), the share of its work done (embedding tables grow with the samples seen) and
 its hidden memory need (``faults.oom``: a job needing ``need_factor`` x its profile's memory).
 The observer sees all three, as a real profiler's readings would show them. The fault model gets
-the job's peak (memory at the end of its work) without the hidden need, which it applies itself
-(``FaultModel._oom_role``), so that an OOM-prone job still fails as before.
+the use at a given share of the work (default the end, the peak) without the hidden need, which it
+applies itself (``FaultModel.need``): it times an OOM when the growing memory crosses the grant.
 """
 
 from __future__ import annotations
@@ -22,9 +22,7 @@ class BoundUsage:
     def need(self, job_id: str) -> float:
         """The job's hidden memory need: the fault model's underprovisioned jobs (drawn there at
         the run's start) need ``oom.need_factor`` x the profile's memory."""
-        f = self.faults
-        oom = getattr(f, "oom", None)
-        return oom.need_factor if oom and job_id in getattr(f, "_big_need", ()) else 1.0
+        return self.faults.need(job_id) if self.faults is not None else 1.0
 
     def _load(self, spec) -> tuple[float, float]:
         st = self.states[spec.job_id]
@@ -37,7 +35,9 @@ class BoundUsage:
         rate, progress = self._load(spec)
         return self.usage(spec, alloc, rate=rate, progress=progress, need=self.need(spec.job_id))
 
-    def peak(self, spec, alloc) -> dict[str, tuple[float, float]]:
+    def peak(self, spec, alloc, progress: float = 1.0) -> dict[str, tuple[float, float]]:
+        """Use after ``progress`` of the work (default: the end, where memory peaks), without the
+        hidden need (the fault model applies it)."""
         if not self.aware:
             return self.usage(spec, alloc)
-        return self.usage(spec, alloc, rate=self.states[spec.job_id].rate, progress=1.0)
+        return self.usage(spec, alloc, rate=self.states[spec.job_id].rate, progress=progress)

@@ -11,6 +11,7 @@ import pytest
 from clustersim.policies.dlrover import DLRover, Track
 from clustersim.policies.dlrover_history import Config, History, Record, smooth
 from clustersim.policies.dlrover_search import Candidate, greedy
+from clustersim.simulator.job import task_counts
 from clustersim.simulator.cluster import Cluster, NodeGroup
 from clustersim.simulator.job import JobSpec, JobState, RoleSpec, Status, StopReason, Tasks
 from clustersim.simulator.speed import DLRoverSpeed
@@ -174,6 +175,50 @@ def test_oom_prevention_fits_per_task_memory_within_one_configuration():
     # 200,000 - 30,000 = 170,000 steps left: 5.5 + 8.5 = 14 GB > 8 -> ceil(14 x 1.2) = 17 GB
     got = seen(eight, 30_000.0, 5.5)
     assert got.worker_mem == 17.0 and got.ps_mem == 8.0 and got.workers == 8
+def test_oom_prevention_follows_the_pses_total_across_a_change_of_their_count():
+    # [RM] §5.3: the embedding tables grow with the samples seen and are sharded over the PSes, so
+    # their total is one series whatever the PS count: 2 PS x 4 GB = 8 GB at 10,000 steps, then
+    # 4 PS x 2.5 GB = 10 GB at 20,000: 2e-4 GB/step; 180,000 steps left: 10 + 36 = 46 GB, 11.5 GB a
+    # PS > its 8 GB grant -> ceil(11.5 x 1.2) = 14 GB (read per task, 2.5 GB would look like a shrink)
+    pol, _, spec = setup_running({}, [(100.0, 900.0, 50.0)])
+    tr = pol.tracks["j0"]
+    cl = big_cluster()
+
+    def seen(cfg, steps, gb_per_ps):
+        tr.config = cfg
+        st, _ = running_state(spec, cfg, [], 0.0, progress=steps)
+        view = make_view(0.0, cl, running=[st], usage=lambda s, a: {"worker": (4.0, 4.0), "ps": (8.0, gb_per_ps)})
+        pol._observe(view, view.running["j0"], tr)
+        return pol._oom_prevention(view.running["j0"], tr)
+
+    assert seen(Config(4, 2, 4.0, 16.0, 8.0, 8.0), 10_000.0, 4.0) is None
+    got = seen(Config(4, 4, 4.0, 16.0, 8.0, 8.0), 20_000.0, 2.5)
+    assert got.ps_mem == 14.0 and got.ps == 4 and got.worker_mem == 8.0
+
+
+def test_a_plan_keeps_the_memory_granted_until_two_reports_predict_its_growth():
+    # one report (PS 2 GB of the 8 granted, worker 4 of 8): no line yet, so a plan keeps the grants
+    # (the PSes' 2 x 8 = 16 GB total, 8 GB a worker) rather than today's need + 20 % (4.8, 4.8 GB),
+    # which the growing tables would cross before the next round
+    use = {"worker": (4.0, 4.0), "ps": (16.0, 2.0)}
+    pol, view, spec = setup_running(use, [(100.0, 900.0, 50.0)])
+    tr = pol.tracks[spec.job_id]
+    pol._observe(view, view.running[spec.job_id], tr)
+    st = pol._plan_state(view, view.running[spec.job_id], tr)
+    assert st.ps_mem_total == 16.0 and st.worker_mem == 8.0
+
+
+def test_a_cold_start_goes_to_the_drafts_optimum_after_sampling():
+    # [D] §4.1, Table 1: sampled at 1 worker and 1 PS of 32 cores, W&D's worker uses ŵ = 2.5 cores
+    # and puts ŝ = 5.7 on the PS; Eqs. 10-11: N_w = floor(200 / 8.2) = 24 workers of ceil(2.5) = 3
+    # cores, floor((200 - 72) / 16) = 8 PSes of 16 -- Table 2's tuned configuration, the first plan
+    from clustersim.experiment import build_engine, compose
+    eng = build_engine(compose(["+experiment=dlrover_single", "policy=dlrover", "progress=false", "until=200"]))
+    st = eng.run().states[0]
+    assert task_counts(st.allocation) == {"ps": 8, "worker": 24}
+    assert st.allocation["worker"].cpu == 3.0 and st.allocation["ps"].cpu == 16.0
+
+
 def test_after_an_oom_a_worker_restarts_with_double_memory_and_ps_count_doubles():
     pol = DLRover()
     cl = big_cluster()
@@ -212,6 +257,12 @@ def test_hot_ps_gets_larger_pses_then_a_slow_machine_loses_its_ps():
     pol3.tracks["j0"].hot_fixes, pol3.tracks["j0"].fix_speed = 1, 0.5
     alloc3 = pol3.decide(view3).allocations["j0"]
     assert alloc3["ps"].cpu == 23.0 and pol3.tracks["j0"].moved_off == set()
+    # at the job's CPU quota (48 cores: 4 workers x 4 + 2 PS x 16) there is no room for 32-core
+    # PSes: one PS more re-partitions the parameters evenly ([RM] §4.3), the PS cores shared by the
+    # new set within the quota: floor((48 - 16) / 3) = 10 cores each
+    pol4, view4, _ = setup_running(use, samples, slowest=slowest, job_cpu_cap=48.0)
+    alloc4 = pol4.decide(view4).allocations["j0"]
+    assert sum(alloc4["ps"].values()) == 3 and alloc4["ps"].cpu == 10.0 and alloc4["worker"].cpu == 4.0
 
 
 def test_worker_straggler_gets_smaller_shards_without_a_restart():

@@ -166,6 +166,51 @@ def test_oom_from_the_zoo_when_ps_are_fewer_than_requested():
         assert (p.status is Status.FAILED) is oom
 
 
+def test_growing_ps_memory_runs_out_when_it_crosses_the_grant():
+    # Zoo.usage: W&D's PS memory is 64 GB by the job's end (8 PSes x 8 GB, DLRover Table 2), 20 % of
+    # it from the start (embedding.static_share), the rest growing with the steps done ([RM] §5.3).
+    # Over 2 PSes: 6.4 + 25.6 x progress GB each. Granted 16 GB: the tables cross it at progress
+    # (16 - 6.4) / 25.6 = 0.375, 375 of 1,000 steps. The speed truth at 2 workers x 2 cores, 2 PS x 4
+    # cores: 2 x 12 x 2/2.5 steps/s x min(1, 8 / (2 x 5.7)) = 13.4737 steps/s, so the OOM comes
+    # 375 / 13.4737 = 27.83 s into training -- not after_s (60 s) after the start, as a need already
+    # above the grant would; granted 33 GB, the need (32 GB at the end) never gets there.
+    from clustersim.simulator import profiles
+    from clustersim.policies.base import Decision, Policy
+    from dataclasses import replace
+    zoo = profiles.load()
+
+    class Place(Policy):
+        name = "place"
+
+        def decide(self, view):
+            return Decision({j.job_id: {"ps": {0: 2}, "worker": {1: 2}} for j in view.pending.values()})
+
+    cl = cluster(nodes=2, gpus=4, cpus=64, mem=256)
+    for grant, oom in ((16.0, True), (33.0, False)):
+        spec = replace(ps_job("p", 2, 2, grant), profile="wide_deep", model="wide_deep")
+        eng = Engine([spec], cl, Place(), speed=zoo.speed, usage=zoo.usage, progress=False,
+                     faults=model({"retries": 0, "oom": {"after_s": 60.0}}))
+        p = eng.run().states[0]
+        if oom:
+            assert p.status is Status.FAILED and p.failed_by == {"oom": 1}
+            assert p.end_time - p.first_start == pytest.approx(375.0 / (2 * 12.0 * 2 / 2.5 * 8 / 11.4), rel=1e-9)
+        else:
+            assert p.status is Status.FINISHED and p.failures == 0
+
+
+def test_one_worker_straggler_per_job_when_asked():
+    # role=worker, per_job=1 ([RM] §6.2 slows one worker): at 3,600 per pod-hour a straggler comes
+    # within seconds; it is a worker (2 of the job's 4 tasks), and once it is over (10 s) and the
+    # job restarts after a failure, no second one is drawn
+    for seed in range(5):
+        fm = model({"straggler": {"per_pod_hour": 3600.0, "role": "worker", "per_job": 1, "duration_s": 10.0},
+                    "task": {"per_pod_day": 0.9999, "size_exponent": 4.0}, "retries": 50}, seed=seed)
+        eng = engine(jobs(ps_job("p", 2, 2, 8.0, duration=2000.0)), fm, cl=cluster(nodes=2, gpus=4, cpus=64, mem=256))
+        p = by_id(eng.run())["p"]
+        assert p.failures > 0                       # restarts that would each draw a new straggler
+        assert fm._stragglers == {"p": 1} and fm._slow_at["p"][0] == "worker"
+
+
 def test_a_straggler_slows_a_synchronous_job_to_its_slowest_member():
     # 1000 s job; at 100 s one worker turns 4x slower for 200 s: 50 iterations instead of 200 in that
     # window, so 150 s of work remain late: ends at 1150 s. Throughput samples show the slow rate.
