@@ -154,45 +154,43 @@ def test_oom_prevention_grows_memory_before_the_need_passes_the_grant():
     assert alloc["ps"].mem == 8.0 and dict(alloc["worker"]) == {1: 4}   # same tasks, same nodes: a resize
 
 
-def test_oom_prevention_fits_per_task_memory_within_one_configuration():
+def _memory_seen():
+    """One running job and ``seen(config, steps, worker_gb, ps_gb)``: DLRover observes the job at
+    that configuration and progress, each task reporting those GB, and returns its OOM plan."""
     pol, _, spec = setup_running({}, [(100.0, 900.0, 50.0)])
     tr = pol.tracks["j0"]
     cl = big_cluster()
 
-    def seen(cfg, steps, gb_per_worker):
+    def seen(cfg, steps, worker_gb, ps_gb):
         tr.config = cfg
         st, _ = running_state(spec, cfg, [], 0.0, progress=steps)
-        view = make_view(0.0, cl, running=[st], usage=lambda s, a: {"worker": (4.0, gb_per_worker), "ps": (8.0, 4.0)})
+        view = make_view(0.0, cl, running=[st], usage=lambda s, a: {"worker": (4.0, worker_gb), "ps": (8.0, ps_gb)})
         pol._observe(view, view.running["j0"], tr)
         return pol._oom_prevention(view.running["j0"], tr)
+    return seen
 
+
+def test_oom_prevention_fits_per_task_memory_within_one_configuration():
+    seen = _memory_seen()
     four, eight = Config(4, 2, 4.0, 16.0, 8.0, 8.0), Config(8, 2, 4.0, 16.0, 8.0, 8.0)
-    assert seen(four, 10_000.0, 5.0) is None
+    assert seen(four, 10_000.0, 5.0, 4.0) is None
     # a scale-out: the workers' total went 20 -> 40 GB in 10,000 steps (read as growth, that is
     # 2e-3 GB/step x 190,000 steps left / 8 = 47.5 GB more per worker); each still needs 5 GB
-    assert seen(eight, 20_000.0, 5.0) is None
+    assert seen(eight, 20_000.0, 5.0, 4.0) is None
     # growth at one configuration: 5.0 -> 5.5 GB per worker from 20k to 30k steps is 5e-5 GB/step;
     # 200,000 - 30,000 = 170,000 steps left: 5.5 + 8.5 = 14 GB > 8 -> ceil(14 x 1.2) = 17 GB
-    got = seen(eight, 30_000.0, 5.5)
+    got = seen(eight, 30_000.0, 5.5, 4.0)
     assert got.worker_mem == 17.0 and got.ps_mem == 8.0 and got.workers == 8
+
+
 def test_oom_prevention_follows_the_pses_total_across_a_change_of_their_count():
     # [RM] §5.3: the embedding tables grow with the samples seen and are sharded over the PSes, so
     # their total is one series whatever the PS count: 2 PS x 4 GB = 8 GB at 10,000 steps, then
     # 4 PS x 2.5 GB = 10 GB at 20,000: 2e-4 GB/step; 180,000 steps left: 10 + 36 = 46 GB, 11.5 GB a
     # PS > its 8 GB grant -> ceil(11.5 x 1.2) = 14 GB (read per task, 2.5 GB would look like a shrink)
-    pol, _, spec = setup_running({}, [(100.0, 900.0, 50.0)])
-    tr = pol.tracks["j0"]
-    cl = big_cluster()
-
-    def seen(cfg, steps, gb_per_ps):
-        tr.config = cfg
-        st, _ = running_state(spec, cfg, [], 0.0, progress=steps)
-        view = make_view(0.0, cl, running=[st], usage=lambda s, a: {"worker": (4.0, 4.0), "ps": (8.0, gb_per_ps)})
-        pol._observe(view, view.running["j0"], tr)
-        return pol._oom_prevention(view.running["j0"], tr)
-
-    assert seen(Config(4, 2, 4.0, 16.0, 8.0, 8.0), 10_000.0, 4.0) is None
-    got = seen(Config(4, 4, 4.0, 16.0, 8.0, 8.0), 20_000.0, 2.5)
+    seen = _memory_seen()
+    assert seen(Config(4, 2, 4.0, 16.0, 8.0, 8.0), 10_000.0, 4.0, 4.0) is None
+    got = seen(Config(4, 4, 4.0, 16.0, 8.0, 8.0), 20_000.0, 4.0, 2.5)
     assert got.ps_mem == 14.0 and got.ps == 4 and got.worker_mem == 8.0
 
 

@@ -4,6 +4,7 @@ scale-out and in, checkpoint, resume) for both kinds of job. Skipped when torch 
 (pip install "clustersim[calibrate]").
 """
 
+import functools
 import json
 import math
 import time
@@ -118,6 +119,19 @@ def test_a_job_done_before_its_newcomers_are_ready_ends_them(tmp_path):
         t.close()
 
 
+def _wait(tasks, what, at_least=None, timeout_s=120.0):
+    """Poll ``what()`` (a job's report, checking its tasks each time) until it reports, at iteration
+    ``at_least`` or later when given; fails the test after ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        tasks.check()
+        got = what()
+        if got is not None and (at_least is None or got["it"] >= at_least):
+            return got
+        time.sleep(0.05)
+    raise AssertionError("the job did not report in time")
+
+
 def test_job_protocol_scale_out_in_checkpoint_resume(tmp_path):
     """One job through every real change: start at 1, stop-free to 2 and back to 1, checkpoint
     and exit, resume from the checkpoint (its work, 10^7 iterations, is never reached)."""
@@ -129,16 +143,7 @@ def test_job_protocol_scale_out_in_checkpoint_resume(tmp_path):
     model = {"name": "mlp", "params": {"samples": 512, "features": 64, "hidden": [64, 64]}}
     t.add("j", model, 16, 10_000_000, 500.0)
     try:
-        def wait(what, at_least=None):
-            deadline = time.monotonic() + 120
-            while time.monotonic() < deadline:
-                t.check()
-                got = what()
-                if got is not None and (at_least is None or got["it"] >= at_least):
-                    return got
-                time.sleep(0.05)
-            raise AssertionError("the job did not report in time")
-
+        wait = functools.partial(_wait, t)
         t.start("j", 1)
         it0 = wait(lambda: t.progress("j"), 20)["it"]
         t.resize("j", 2)                                   # newcomer prepares, rank 0 keeps training
@@ -178,16 +183,7 @@ def test_ps_job_trains_exactly_sgd_through_rescales_checkpoint_and_resume(tmp_pa
     t = Tasks(sorted(os.sched_getaffinity(0)), tmp_path, 120.0, 0.05, 0.02, lr)
     t.add("p", model, 16, 10_000_000, 500.0)
     try:
-        def wait(what, at_least=None):
-            deadline = time.monotonic() + 120
-            while time.monotonic() < deadline:
-                t.check()
-                got = what()
-                if got is not None and (at_least is None or got["it"] >= at_least):
-                    return got
-                time.sleep(0.05)
-            raise AssertionError("the PS job did not report in time")
-
+        wait = functools.partial(_wait, t)
         t.start("p", 2, ps=1)                              # rank 0: the PS, rank 1: the worker
         wait(lambda: t.progress("p"), 10)
         t.resize("p", 3)                                   # a second worker prepares, then joins
