@@ -14,7 +14,8 @@
    closed form from the sampled ŵ and ŝ (Eqs. 10-11), as the draft's Optimize follows its Sampling.
    A planned change is verified: the first healthy rate measured after it, below the rate before
    it (``rollback_tolerance``), rolls it back for good; no plan is believed to get more than
-   ``max_speedup`` x the steps/s per used core the job measures now (a sanity bound on the fit).
+   ``max_speedup`` x the steps/s per used core the job measures now (a sanity bound on the fit);
+   after ``max_rollbacks`` rolled-back plans Stage 2 leaves the job where it went back to.
 3. Instability handling ([RM] §4.3, §5; [D] §4.2, §5.4), at every round:
    - OOM prevention: the memory a task is predicted to need by the end of the job (a line through
      its reported need against steps: a worker's at the current task counts only, the PSes' total
@@ -24,7 +25,8 @@
    - Slow tasks, as per-task reports show them (``JobView.slowest_task``: progress offsets and
      per-PS load, [RM] §5.1, [D] §5.4): a worker below ``slow_ratio`` of its peers' speed gets
      smaller shards (``shard_batches``: 256 → 128 → 64 batches, one step per heartbeat) without a
-     restart; a slow PS gets the hot-PS remedy (cores / relative speed, at most a pod, else one
+     restart (``straggler: replace``: its pod relaunched on another node, [RM] Fig. 13's
+     traditional handling); a slow PS gets the hot-PS remedy (cores / relative speed, at most a pod, else one
      PS more; [D] §4.2 Adjust 2), then, if the same node's PS stays slow, moves to another machine
      ([D] §5.4), by seamless migration.
    - Idle PS ([D] §4.2 Adjust 1): PS cores left idle by the workers bring more workers, beyond the

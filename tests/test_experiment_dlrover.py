@@ -33,3 +33,24 @@ def test_paper_completion_counts_each_failed_attempt_by_hand():
     out = paper_completion(jobs)
     assert out["completion_rate_paper"] == 2 / 7 and out["failures"] == 3
     assert out["oom_job_rate"] == 2 / 4
+
+
+def test_median_by_model_takes_each_models_own_median_of_finished_jobs():
+    # W&D: 800, 900, 1000 (median 900); xDeepFM: 4000, 4200 finished (median 4100) and one failed.
+    # All finished jobs together: 800, 900, 1000, 4000, 4200 -> median 1000, a W&D job; one W&D job
+    # more or less moves it to 950 or 2500: the gap between the two models' modes
+    from clustersim.dlrm_report import median_by_model
+    jobs = {"model": ["wide_deep"] * 3 + ["xdeepfm"] * 3, "jct": [800.0, 1000.0, 900.0, 4000.0, 4200.0, None],
+            "status": ["finished"] * 5 + ["failed"]}
+    assert median_by_model(jobs) == {"wide_deep": 900.0, "xdeepfm": 4100.0}
+
+
+def test_the_tuned_cases_average_each_models_relative_change(monkeypatch):
+    # DLRover W&D 909 vs tuned 900 (+1 %), xDeepFM 3,800 vs 4,000 (-5 %); DCN finished under tuned
+    # only, so left out: (+1 - 5) / 2 = -2 %
+    from clustersim.reproductions import dlrover as rep
+    runs = {"dlrover": {"wide_deep": 909.0, "xdeepfm": 3800.0},
+            "manual": {"wide_deep": 900.0, "xdeepfm": 4000.0, "dcn": 4100.0}}
+    monkeypatch.setattr(rep, "measure", lambda o, seed, wd: {"jct_median_by_model": runs[o[-1].split("=")[1]]})
+    got = rep._cluster("jct_median_by_model", False, rep.TUNED)(0, False, None)
+    assert abs(got - (-2.0)) < 1e-9
