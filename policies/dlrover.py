@@ -446,7 +446,12 @@ class DLRover(Policy):
         ps_total = self._planned_mem(tr, "ps", remaining)
         w_mem = float(min(math.ceil(self._planned_mem(tr, "worker", remaining)), self.node_mem))
         pod = self._pod()
-        bounds = (w.min_count, w.max_count, ps.min_count, ps.max_count, 1, int(pod))
+        # a worker gets no fewer cores than it is seen to use ([D] §4.2: "each new worker is
+        # allocated with ŵ CPU cores"): below ŵ the job has never been measured, and a fit whose
+        # samples all hold ŵ or more (the cores above it idle) cannot tell the workers' compute
+        # term from the constant one -- it planned 50 xDeepFM workers of 3 cores (ŵ = 19.4)
+        wc_min = int(min(max(math.ceil(tr.worker_cap - 1e-9), 1), pod)) if math.isfinite(tr.worker_cap) else 1
+        bounds = (w.min_count, w.max_count, ps.min_count, ps.max_count, wc_min, 1, int(pod))
         # the sanity bound: no plan is believed to get more than ``max_speedup`` x the steps per
         # used core the job measures now ([D] Table 1: 1.46 -> 1.50 and 0.276 -> 0.275 steps/s per
         # used core from sampling to the optimum)

@@ -353,13 +353,29 @@ def test_after_a_rollback_stage_2_leaves_the_job_at_its_best_measured_configurat
     assert tr.rollbacks == 1 and planned == ["j0"]
 
 
+def test_a_plan_gives_a_worker_no_fewer_cores_than_it_is_seen_to_use():
+    # [D] §4.2: "each new worker is allocated with ŵ CPU cores". xDeepFM at 8 x 20 + 2 x 16, its
+    # workers seen using 19.4 of their 20 cores: the search's worker cores range over ⌈19.4⌉ = 20
+    # .. the 32-core pod, PS cores over 1 .. 32; a job whose workers use all they hold keeps 1 .. 32
+    use = {"worker": (19.4, 8.0), "ps": (12.0, 8.0)}
+    cfg = Config(8, 2, 20.0, 16.0, 8.0, 8.0)
+    pol, view, _ = setup_running(use, [(100.0, 1000.0, 47.8)], cfg=cfg)
+    job, tr = view.running["j0"], pol.tracks["j0"]
+    pol._observe(view, job, tr)
+    assert pol._plan_state(view, job, tr).bounds[4:] == (20, 1, 32)
+    pol2, view2, _ = setup_running({"worker": (20.0, 8.0), "ps": (12.0, 8.0)}, [(100.0, 1000.0, 47.8)], cfg=cfg)
+    job2, tr2 = view2.running["j0"], pol2.tracks["j0"]
+    pol2._observe(view2, job2, tr2)
+    assert pol2._plan_state(view2, job2, tr2).bounds[4:] == (1, 1, 32)
+
+
 def test_the_sanity_bound_caps_what_a_plan_is_believed_to_gain():
     from clustersim.policies.dlrover_search import Costs, JobState, evaluate
     # a fit that predicts 1 worker x 1 core (+ 1 PS x 1 core) at T = 1/1 + 0 + ... : 1/(a1 + b0) steps/s
     model = DLRoverSpeed(np.array([0.001, 0.0, 0.0, 0.0, 0.0]))   # absurd: 1,000 steps/s per worker-core
     cur = Config(43, 4, 4.0, 16.0, 8.0, 8.0)                        # 236 cores
     # measured 150 steps/s on 43 x 4 + 4 x 16 used cores = 236: 0.636 steps/s per core, x 2 = 1.27
-    job = JobState(0, model, cur, 100_000.0, (1, 60, 1, 15, 1, 32), 400.0, 32.0, 8.0, 2.0 * 150.0 / 236.0)
+    job = JobState(0, model, cur, 100_000.0, (1, 60, 1, 15, 1, 1, 32), 400.0, 32.0, 8.0, 2.0 * 150.0 / 236.0)
     x = np.array([[1.0, 1.0, 1.0, 1.0]])
     rc, tg, rate, cpu, _ = evaluate(job, x, Costs(), 8.0)
     assert rate[0] == pytest.approx(2 * 1.2711864, rel=1e-6)       # 2 cores x 1.27, not 1,000
