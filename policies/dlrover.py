@@ -8,7 +8,8 @@
 2. Auto-scaling ([RM] §4.3, Eqs. 7-14; ``dlrover_search.py``): every ``interval`` s, each job that
    has trained at its configuration (at least ``opt_start_s`` s and ``opt_start_steps`` steps, [D]
    §4.3) and whose last change is ``min_interval`` s old ([D] §6.1) gets its throughput model
-   refitted (NNLS) and candidate plans from NSGA-II; plans are taken greedily across jobs by
+   refitted (NNLS) and candidate plans from NSGA-II (a worker no fewer cores than the ⌈ŵ⌉ it is
+   seen to use, [D] §4.2); plans are taken greedily across jobs by
    RE·WG (ρ = 2.5) within the free capacity. Every grant respects the per-pod (32 cores, [D]
    §6.1) and per-job CPU caps (200 cores, [D] §6.1). A cold start's first plan is [D] §4.1's
    closed form from the sampled ŵ and ŝ (Eqs. 10-11), as the draft's Optimize follows its Sampling.
