@@ -8,13 +8,15 @@
 2. Auto-scaling ([RM] §4.3, Eqs. 7-14; ``dlrover_search.py``): every ``interval`` s, each job that
    has trained at its configuration (at least ``opt_start_s`` s and ``opt_start_steps`` steps, [D]
    §4.3) and whose last change is ``min_interval`` s old ([D] §6.1) gets its throughput model
-   refitted (NNLS) and candidate plans from NSGA-II; plans are taken greedily across jobs by
+   refitted (NNLS) and candidate plans from NSGA-II (a worker no fewer cores than the ⌈ŵ⌉ it is
+   seen to use, [D] §4.2); plans are taken greedily across jobs by
    RE·WG (ρ = 2.5) within the free capacity. Every grant respects the per-pod (32 cores, [D]
    §6.1) and per-job CPU caps (200 cores, [D] §6.1). A cold start's first plan is [D] §4.1's
    closed form from the sampled ŵ and ŝ (Eqs. 10-11), as the draft's Optimize follows its Sampling.
    A planned change is verified: the first healthy rate measured after it, below the rate before
    it (``rollback_tolerance``), rolls it back for good; no plan is believed to get more than
-   ``max_speedup`` x the steps/s per used core the job measures now (a sanity bound on the fit).
+   ``max_speedup`` x the steps/s per used core the job measures now (a sanity bound on the fit);
+   after ``max_rollbacks`` rolled-back plans Stage 2 leaves the job where it went back to.
 3. Instability handling ([RM] §4.3, §5; [D] §4.2, §5.4), at every round:
    - OOM prevention: the memory a task is predicted to need by the end of the job (a line through
      its reported need against steps: a worker's at the current task counts only, the PSes' total
@@ -24,7 +26,8 @@
    - Slow tasks, as per-task reports show them (``JobView.slowest_task``: progress offsets and
      per-PS load, [RM] §5.1, [D] §5.4): a worker below ``slow_ratio`` of its peers' speed gets
      smaller shards (``shard_batches``: 256 → 128 → 64 batches, one step per heartbeat) without a
-     restart; a slow PS gets the hot-PS remedy (cores / relative speed, at most a pod, else one
+     restart (``straggler: replace``: its pod relaunched on another node, [RM] Fig. 13's
+     traditional handling); a slow PS gets the hot-PS remedy (cores / relative speed, at most a pod, else one
      PS more; [D] §4.2 Adjust 2), then, if the same node's PS stays slow, moves to another machine
      ([D] §5.4), by seamless migration.
    - Idle PS ([D] §4.2 Adjust 1): PS cores left idle by the workers bring more workers, beyond the
@@ -82,9 +85,10 @@ class Track:
     front: tuple = ()                   # the last round's candidate configurations (NSGA-II seeds)
     verify: tuple | None = None         # (configuration before the last plan, its measured rate): unverified
     bad: set = field(default_factory=set)          # planned configurations that ran slower (rolled back)
+    rollbacks: int = 0                  # plans rolled back; at ``max_rollbacks`` Stage 2 leaves the job where it is
     hot_fixes: int = 0                  # hot-PS remedies taken ([D] §4.2 Adjust 2; then a PS more)
     fix_speed: float = 0.0              # the slow PS's reported speed when the last remedy was taken
-    moved_off: set = field(default_factory=set)    # nodes a slow PS was moved off ([D] §5.4)
+    moved_off: set = field(default_factory=set)    # nodes a slow PS ([D] §5.4) or, replaced, a straggler was moved off
     idle_ps_at: tuple = ()              # the PS set (count, cores) the idle-PS rule last acted on
     overflow: int = 0                   # workers beyond the job's CPU quota: preemptible ([D] §4.2)
     planned: bool = False               # Stage 2 has planned it (the draft's Adjust follows its Optimize)
@@ -113,7 +117,9 @@ class DLRover(Policy):
                  slow_ratio: Fraction = 0.8,
                  ps_oom: Literal["double_count", "double_memory"] = "double_count",
                  max_speedup: Annotated[float, Range(ge=1)] = 2.0, rollback_tolerance: Fraction = 0.05,
+                 max_rollbacks: Annotated[int, Range(ge=1, le=1_000_000)] = 1,
                  shard_batches: Annotated[list[Annotated[int, Range(ge=1)]], Length(1, 16)] = SHARD_BATCHES,
+                 straggler: Literal["shards", "replace"] = "shards",
                  idle_ps: bool = True, idle_ps_max_workers: Annotated[int, Range(ge=1, le=100_000)] | None = None,
                  overflow: bool = True,
                  placement: PlacementAnyCluster = "spread"):
@@ -128,7 +134,9 @@ class DLRover(Policy):
         self.costs = Costs(worker_launch_s, prepare_s, pause_s, price_cpu, price_mem)
         self.mem_margin, self.slow_ratio, self.ps_oom = mem_margin, slow_ratio, ps_oom
         self.max_speedup, self.rollback_tolerance = float(max_speedup), float(rollback_tolerance)
+        self.max_rollbacks = max_rollbacks
         self.shard_sizes = tuple(int(b) for b in shard_batches)
+        self.straggler = straggler
         self.idle_ps, self.overflow = idle_ps, overflow
         self.idle_ps_max_workers = math.inf if idle_ps_max_workers is None else int(idle_ps_max_workers)
         self.placement = placement
@@ -174,6 +182,7 @@ class DLRover(Policy):
         free = view.cluster.free_copy()
         decision = Decision()
         self._stragglers(view)
+        self._replace_stragglers(view, free, decision)
         self._admit(view, free, decision)
         if view.now >= self.next_round - 1e-9:
             self.next_round = view.now + self.interval
@@ -313,6 +322,8 @@ class DLRover(Policy):
                 continue   # rolled back, or reconfigured by an instability reaction
             if tr.verify is not None or (tr.slow and tr.slow[-1][1] == math.inf and tr.slow[-1][2] == "ps"):
                 continue   # the last plan not yet measured, or a slow PS: stage 2 plans interference-free jobs ([RM] §4.3)
+            if tr.rollbacks >= self.max_rollbacks:
+                continue   # back at its best measured configuration: no performance issue to plan for ([D] §4)
             state = self._plan_state(view, job, tr)
             if state is not None:
                 plans.append(state)
@@ -350,6 +361,7 @@ class DLRover(Policy):
             tr = self.tracks[job.job_id]
             tr.verify, tr.planned = (tr.config, self._rate_at(job, tr, tr.config)), True
             tr.config, tr.last_change = c.config, view.now
+            tr.overflow = 0   # a plan keeps within the job's CPU cap (Eq. 13): no worker of it is overflow
             return True
 
         greedy(cands, totals, take)
@@ -435,7 +447,12 @@ class DLRover(Policy):
         ps_total = self._planned_mem(tr, "ps", remaining)
         w_mem = float(min(math.ceil(self._planned_mem(tr, "worker", remaining)), self.node_mem))
         pod = self._pod()
-        bounds = (w.min_count, w.max_count, ps.min_count, ps.max_count, 1, int(pod))
+        # a worker gets no fewer cores than it is seen to use ([D] §4.2: "each new worker is
+        # allocated with ŵ CPU cores"): below ŵ the job has never been measured, and a fit whose
+        # samples all hold ŵ or more (the cores above it idle) cannot tell the workers' compute
+        # term from the constant one -- it planned 50 xDeepFM workers of 3 cores (ŵ = 19.4)
+        wc_min = int(min(max(math.ceil(tr.worker_cap - 1e-9), 1), pod)) if math.isfinite(tr.worker_cap) else 1
+        bounds = (w.min_count, w.max_count, ps.min_count, ps.max_count, wc_min, 1, int(pod))
         # the sanity bound: no plan is believed to get more than ``max_speedup`` x the steps per
         # used core the job measures now ([D] Table 1: 1.46 -> 1.50 and 0.276 -> 0.275 steps/s per
         # used core from sampling to the optimum)
@@ -461,7 +478,11 @@ class DLRover(Policy):
         """After a planned change, the first healthy rate measured at the new configuration: below
         the rate before it (less ``rollback_tolerance``, the measurement noise) the plan is rolled
         back and never taken again; else it stands. True when rolled back. (A choice: [RM] trusts
-        its model; DLRover's code undoes a worker step whose speed did not grow.)"""
+        its model; DLRover's code undoes a worker step whose speed did not grow.) After
+        ``max_rollbacks`` of them Stage 2 plans the job no more: it is back at the best
+        configuration measured, and [D] §4's Brain "generates resource plans when a job has a
+        performance issue" (a fit that keeps promising what the job does not run made one job
+        alternate between plans and rollbacks 76 times)."""
         if tr.verify is None:
             return False
         before, rate_before = tr.verify
@@ -477,7 +498,11 @@ class DLRover(Policy):
         tr.bad.add(_x_cfg(tr.config))
         back = replace(before, worker_mem=max(before.worker_mem, tr.config.worker_mem),
                        ps_mem=max(before.ps_mem * before.ps, tr.config.ps_mem * tr.config.ps) / before.ps)
-        return self._apply(view, job, tr, self._bounded(job, back), free, decision)
+        if not self._apply(view, job, tr, self._bounded(job, back), free, decision):
+            return False
+        tr.overflow = 0   # ``_bounded`` keeps the configuration within the job's CPU cap
+        tr.rollbacks += 1
+        return True
 
     def _stage3(self, view: View, job: JobView, tr: Track, free: np.ndarray, decision: Decision) -> bool:
         """The instability reactions; True when the job was reconfigured."""
@@ -581,10 +606,31 @@ class DLRover(Policy):
             if slow is not None and not (open_ and tuple(tr.slow[-1][2:]) == (slow[0], slow[2])):
                 tr.slow.append([view.now, math.inf, slow[0], slow[2]])
                 del tr.slow[:-16]
+            if self.straggler == "replace":
+                continue   # the traditional handling: no shards to resize (``_replace_stragglers``)
             if slow is not None and slow[0] == "worker" and view.now - tr.shard_at >= HEARTBEAT_S - 1e-9:
                 tr.shard, tr.shard_at = min(tr.shard + 1, len(self.shard_sizes) - 1), view.now
             elif slow is None:
                 tr.shard, tr.shard_at = 0, -math.inf
+
+    def _replace_stragglers(self, view: View, free: np.ndarray, decision: Decision) -> None:
+        """``straggler: replace``, the traditional handling [RM] §6.2 compares dynamic sharding with
+        (Fig. 13: "employs a 'stop-and-restart' strategy"; [RM] §7: "existing works simply replace the
+        slowest node with a new node"): at the heartbeat that reports a worker straggler, its pod is
+        relaunched on another node, once per node; the overhead model charges the change (a
+        stop-and-restart under ``overhead=stop_resume``)."""
+        if self.straggler != "replace":
+            return
+        for jid, job in view.running.items():
+            tr = self.tracks.get(jid)
+            slow = job.slowest_task
+            if tr is None or tr.config is None or job.reconfiguring or jid in decision.allocations \
+                    or slow is None or slow[0] != "worker" or slow[2] >= self.slow_ratio or slow[1] in tr.moved_off:
+                continue
+            alloc = self._move_off(free, job, "worker", slow[1])
+            if alloc is not None:
+                tr.moved_off.add(slow[1])
+                self._apply(view, job, tr, tr.config, free, decision, alloc)
 
     def _slow_ps(self, view: View, job: JobView, tr: Track, free: np.ndarray, decision: Decision) -> bool:
         """A PS that holds the job back (``slowest_task``: per-PS load and step times, [D] §5.4).

@@ -52,7 +52,7 @@ class JobState:
     model: DLRoverSpeed       # fitted
     current: Config
     remaining: float          # steps left (Φ_sp)
-    bounds: tuple             # (w_min, w_max, p_min, p_max, cpu_min, pod_cpu)
+    bounds: tuple             # (w_min, w_max, p_min, p_max, worker_cpu_min, ps_cpu_min, pod_cpu)
     job_cpu_cap: float
     ps_mem_total: float       # GB all PSes need together (the PS memory rule)
     worker_mem: float         # GB per worker: what workers are seen to use plus the margin ([D] §4.2)
@@ -120,14 +120,14 @@ def candidates(job: JobState, costs: Costs, pop_size: int, generations: int, see
     from pymoo.operators.repair.rounding import RoundingRepair
     from pymoo.optimize import minimize
 
-    w_min, w_max, p_min, p_max, cpu_min, pod = job.bounds
+    w_min, w_max, p_min, p_max, wc_min, pc_min, pod = job.bounds
     cur = job.current
     mem_w = job.worker_mem
     cap = min(job.job_cpu_cap, cur.cpu + free_cpu)
 
     class Plan(Problem):
         def __init__(self):
-            super().__init__(n_var=4, n_obj=2, n_ieq_constr=2, xl=np.array([w_min, p_min, cpu_min, cpu_min]),
+            super().__init__(n_var=4, n_obj=2, n_ieq_constr=2, xl=np.array([w_min, p_min, wc_min, pc_min]),
                              xu=np.array([w_max, p_max, pod, pod]), vtype=int)
 
         def _evaluate(self, x, out, *args, **kwargs):
@@ -136,7 +136,7 @@ def candidates(job: JobState, costs: Costs, pop_size: int, generations: int, see
             out["G"] = np.column_stack([cpu - cap, 1e-9 - tg])
 
     rng = np.random.default_rng(seed)
-    lo, hi = np.array([w_min, p_min, cpu_min, cpu_min]), np.array([w_max, p_max, pod, pod])
+    lo, hi = np.array([w_min, p_min, wc_min, pc_min]), np.array([w_max, p_max, pod, pod])
     start = rng.integers(lo, hi + 1, size=(pop_size, 4))
     known = [(cur.workers, cur.ps, cur.worker_cpu, cur.ps_cpu)]
     known += [(c.workers, c.ps, c.worker_cpu, c.ps_cpu) for c in seeds][: pop_size - 1]

@@ -1,6 +1,6 @@
 """A reduced DLRover-RM §7 experiment: the DLRM workload (users' own configurations) under DLRover
-and under the users' manual configuration. DLRover must beat manual configuration on median JCT
-and completion rate within the horizon, and use the CPU it grants better."""
+and under the users' manual configuration. DLRover must beat manual configuration on completion
+rate within the horizon and use the CPU it grants better."""
 
 from __future__ import annotations
 
@@ -15,8 +15,12 @@ def test_dlrover_beats_manual_configuration(tmp_path):
                                           f"until={HORIZON_S}", "progress=false"], tmp_path)
     d, m = res["dlrover"], res["manual"]
     assert d["jobs"] == m["jobs"] == JOBS
-    assert d["jct_median"] < m["jct_median"]
-    assert d["completion_rate"] >= m["completion_rate"] and d["completion_rate"] > 0.5
+    # not the median JCT: 40 jobs do not contend for the 64 servers (the queueing that makes the
+    # gain is absent), and the finished jobs' JCTs are bimodal (W&D/DeepFM ~15 min, xDeepFM/DCN ~70),
+    # so the median lands in either mode with who finished by the horizon (the full-size contended
+    # case `median_jct_vs_manual` checks it). Within the horizon DLRover completes more: the owners'
+    # under-provisioned jobs OOM at every attempt ([D] §2), DLRover's memory follows use
+    assert d["completion_rate"] > m["completion_rate"] and d["completion_rate"] > 0.5
     rel = relative(d, m)
     assert rel["worker_cpu_util"] > 0 and rel["ps_cpu_util"] > 0
     assert (tmp_path / "history.sqlite").exists()    # the finished jobs went into the job history
@@ -33,3 +37,24 @@ def test_paper_completion_counts_each_failed_attempt_by_hand():
     out = paper_completion(jobs)
     assert out["completion_rate_paper"] == 2 / 7 and out["failures"] == 3
     assert out["oom_job_rate"] == 2 / 4
+
+
+def test_median_by_model_takes_each_models_own_median_of_finished_jobs():
+    # W&D: 800, 900, 1000 (median 900); xDeepFM: 4000, 4200 finished (median 4100) and one failed.
+    # All finished jobs together: 800, 900, 1000, 4000, 4200 -> median 1000, a W&D job; one W&D job
+    # more or less moves it to 950 or 2500: the gap between the two models' modes
+    from clustersim.dlrm_report import median_by_model
+    jobs = {"model": ["wide_deep"] * 3 + ["xdeepfm"] * 3, "jct": [800.0, 1000.0, 900.0, 4000.0, 4200.0, None],
+            "status": ["finished"] * 5 + ["failed"]}
+    assert median_by_model(jobs) == {"wide_deep": 900.0, "xdeepfm": 4100.0}
+
+
+def test_the_tuned_cases_average_each_models_relative_change(monkeypatch):
+    # DLRover W&D 909 vs tuned 900 (+1 %), xDeepFM 3,800 vs 4,000 (-5 %); DCN finished under tuned
+    # only, so left out: (+1 - 5) / 2 = -2 %
+    from clustersim.reproductions import dlrover as rep
+    runs = {"dlrover": {"wide_deep": 909.0, "xdeepfm": 3800.0},
+            "manual": {"wide_deep": 900.0, "xdeepfm": 4000.0, "dcn": 4100.0}}
+    monkeypatch.setattr(rep, "measure", lambda o, seed, wd: {"jct_median_by_model": runs[o[-1].split("=")[1]]})
+    got = rep._cluster("jct_median_by_model", False, rep.TUNED)(0, False, None)
+    assert abs(got - (-2.0)) < 1e-9

@@ -288,6 +288,24 @@ def test_worker_straggler_gets_smaller_shards_without_a_restart():
     assert pol.shard_batches(spec.job_id) == 64   # the smallest of ``shard_batches``
 
 
+def test_traditional_handling_replaces_a_straggler_pod_once_per_node():
+    # straggler=replace, [RM] Fig. 13's "stop-and-restart" baseline: the worker reported at 25 %
+    # on node 1 (which holds all 4 workers) is relaunched elsewhere at the heartbeat, shards untouched
+    use = {"worker": (4.0, 8.0), "ps": (6.0, 8.0)}
+    samples = [(100.0, 500.0, 100.0), (500.0, 900.0, 100.0), (900.0, 1000.0, 50.0)]
+    pol, view, spec = setup_running(use, samples, slowest={"j0": ("worker", 1, 0.25)}, straggler="replace")
+    pol.next_round = 1100.0                      # between Stage-2 rounds: the heartbeat alone
+    alloc = pol.decide(view).allocations[spec.job_id]
+    # 3 workers stay on node 1, one goes to the least-requested node (spread): node 0 holds the 2 PS
+    # (32 of 64 cores), nodes 2..7 are empty, so one of those; the grants are the same
+    assert alloc["worker"][1] == 3 and sum(alloc["worker"].values()) == 4 and 0 not in alloc["worker"]
+    assert (alloc["worker"].cpu, alloc["worker"].mem) == (4.0, 8.0) and dict(alloc["ps"]) == {0: 2}
+    assert pol.shard_batches(spec.job_id) == 256   # no dynamic sharding in this handling
+    assert pol.tracks["j0"].moved_off == {1}
+    # still reported slow on node 1 (the change not applied yet): not replaced twice
+    assert spec.job_id not in pol.decide(view).allocations
+
+
 def test_a_slowdown_after_a_change_is_rolled_back_not_read_as_a_straggler():
     use = {"worker": (4.0, 8.0), "ps": (8.0, 8.0)}
     before = Config(4, 2, 4.0, 16.0, 8.0, 8.0)
@@ -306,13 +324,58 @@ def test_a_slowdown_after_a_change_is_rolled_back_not_read_as_a_straggler():
     assert tr.slow == [] and tr.shard == 0       # no straggler: nothing slowed a task
 
 
+def test_after_a_rollback_stage_2_leaves_the_job_at_its_best_measured_configuration():
+    # the rollback of the test above (8 workers at 60 steps/s -> back to 4 at 100): one rollback
+    # is max_rollbacks' default, so the next round plans the job no more; with max_rollbacks=2 it does
+    def rolled_back(**params):
+        use = {"worker": (4.0, 8.0), "ps": (8.0, 8.0)}
+        before, after = Config(4, 2, 4.0, 16.0, 8.0, 8.0), Config(8, 2, 4.0, 16.0, 8.0, 8.0)
+        pol, view, spec = setup_running(use, [(1000.0, 1200.0, 60.0)], cfg=after, now=1200.0, **params)
+        st = view.running["j0"]._state
+        st.samples = [[100.0, 900.0, 100.0, running_state(spec, before, [], 0.0)[1]]] + st.samples
+        tr = pol.tracks["j0"]
+        tr.last_change, tr.verify, tr.overflow = 1000.0, (before, 100.0), 3
+        pol.decide(view)
+        # the next round: at ``before`` since 1200 s, a healthy 100 steps/s measured there
+        st.allocation = running_state(spec, before, [], 0.0)[1]
+        st.samples.append([1200.0, 1500.0, 100.0, st.allocation])
+        view.running["j0"]._obs.now = 1500.0
+        pol.next_round = 1500.0
+        planned = []
+        orig = pol._plan_state
+        pol._plan_state = lambda v, j, t: planned.append(j.job_id) or orig(v, j, t)
+        pol.decide(view)
+        return tr, planned
+
+    tr, planned = rolled_back()
+    assert tr.rollbacks == 1 and tr.overflow == 0 and planned == []   # within the cap: no overflow left
+    tr, planned = rolled_back(max_rollbacks=2)
+    assert tr.rollbacks == 1 and planned == ["j0"]
+
+
+def test_a_plan_gives_a_worker_no_fewer_cores_than_it_is_seen_to_use():
+    # [D] §4.2: "each new worker is allocated with ŵ CPU cores". xDeepFM at 8 x 20 + 2 x 16, its
+    # workers seen using 19.4 of their 20 cores: the search's worker cores range over ⌈19.4⌉ = 20
+    # .. the 32-core pod, PS cores over 1 .. 32; a job whose workers use all they hold keeps 1 .. 32
+    use = {"worker": (19.4, 8.0), "ps": (12.0, 8.0)}
+    cfg = Config(8, 2, 20.0, 16.0, 8.0, 8.0)
+    pol, view, _ = setup_running(use, [(100.0, 1000.0, 47.8)], cfg=cfg)
+    job, tr = view.running["j0"], pol.tracks["j0"]
+    pol._observe(view, job, tr)
+    assert pol._plan_state(view, job, tr).bounds[4:] == (20, 1, 32)
+    pol2, view2, _ = setup_running({"worker": (20.0, 8.0), "ps": (12.0, 8.0)}, [(100.0, 1000.0, 47.8)], cfg=cfg)
+    job2, tr2 = view2.running["j0"], pol2.tracks["j0"]
+    pol2._observe(view2, job2, tr2)
+    assert pol2._plan_state(view2, job2, tr2).bounds[4:] == (1, 1, 32)
+
+
 def test_the_sanity_bound_caps_what_a_plan_is_believed_to_gain():
     from clustersim.policies.dlrover_search import Costs, JobState, evaluate
     # a fit that predicts 1 worker x 1 core (+ 1 PS x 1 core) at T = 1/1 + 0 + ... : 1/(a1 + b0) steps/s
     model = DLRoverSpeed(np.array([0.001, 0.0, 0.0, 0.0, 0.0]))   # absurd: 1,000 steps/s per worker-core
     cur = Config(43, 4, 4.0, 16.0, 8.0, 8.0)                        # 236 cores
     # measured 150 steps/s on 43 x 4 + 4 x 16 used cores = 236: 0.636 steps/s per core, x 2 = 1.27
-    job = JobState(0, model, cur, 100_000.0, (1, 60, 1, 15, 1, 32), 400.0, 32.0, 8.0, 2.0 * 150.0 / 236.0)
+    job = JobState(0, model, cur, 100_000.0, (1, 60, 1, 15, 1, 1, 32), 400.0, 32.0, 8.0, 2.0 * 150.0 / 236.0)
     x = np.array([[1.0, 1.0, 1.0, 1.0]])
     rc, tg, rate, cpu, _ = evaluate(job, x, Costs(), 8.0)
     assert rate[0] == pytest.approx(2 * 1.2711864, rel=1e-6)       # 2 cores x 1.27, not 1,000

@@ -127,8 +127,15 @@ def test_dlrm_users_over_provision_each_task_as_the_papers_measured():
     wk = [r[1] for r in cols["roles"]]
     assert {(p.count, w.count) for p, w in zip(ps, wk)} == {(8, 24)}          # [D] Table 2's counts
     from clustersim.traces.synthetic import habit_lognormal
+    short = np.zeros(len(ps), dtype=bool)
     for roles, tuned, util in ((wk, 4.0, 0.152), (ps, 8.0, 0.138)):
         f = np.array([r.mem for r in roles]) / tuned
+        # [D] §2's under-provisioned jobs: one role at half its need, a PS or a worker alike (4.7 % / 2 each)
+        half = f == 0.5
+        assert half.mean() == pytest.approx(0.047 / 2, abs=0.008)
+        assert not (short & half).any()   # one role a job
+        short |= half
+        f = f[~half]
         assert f.min() >= 1.0 - 1e-3 and f.max() <= 192.0 / tuned + 1e-3    # the need .. one machine
         assert (f > 2.0).mean() == pytest.approx(0.8, abs=0.03)
         # the law's own mean gives the utilisation (clipped at 1 and at the pod's 192 GB: a PS's
@@ -141,3 +148,29 @@ def test_dlrm_users_over_provision_each_task_as_the_papers_measured():
         want = {"wide_deep": (8, 16, 8, 24, 3, 4), "deepfm": (8, 16, 8, 24, 3, 4), "xdeepfm": (2, 16, 8, 8, 20, 8),
                 "dcn": (2, 16, 8, 8, 20, 8)}[m]
         assert (roles[0].count, roles[0].cpu, roles[0].mem, roles[1].count, roles[1].cpu, roles[1].mem) == want
+    # from scratch ([RM] §6.2, [D] §6.3): Table 2's per-task figures and PSes, one worker
+    scratch = dlrm_jobs(np.random.default_rng(3), jobs=5, habit="scratch")
+    for roles, m in zip(scratch["roles"], scratch["model"]):
+        want = {"wide_deep": (8, 16, 8, 1, 3, 4), "deepfm": (8, 16, 8, 1, 3, 4), "xdeepfm": (2, 16, 8, 1, 20, 8),
+                "dcn": (2, 16, 8, 1, 20, 8)}[m]
+        assert (roles[0].count, roles[0].cpu, roles[0].mem, roles[1].count, roles[1].cpu, roles[1].mem) == want
+
+
+def test_dlrm_under_provisioned_memory_leaves_the_other_jobs_as_they_were(monkeypatch):
+    """The owners' under-provisioned memory ([D] §2) is drawn after every other draw: the jobs it
+    does not touch are those the same seed gives without it, and a touched job differs in one
+    role's GB only, half Table 2's need (W&D: PS 8 -> 4 GB, worker 4 -> 2; xDeepFM/DCN: 8 -> 4)."""
+    from clustersim.traces import synthetic
+    a = synthetic.dlrm_jobs(np.random.default_rng(5), jobs=400)
+    monkeypatch.setattr(synthetic, "DLRM_MEM_SHORT", (0.0, 0.5))
+    b = synthetic.dlrm_jobs(np.random.default_rng(5), jobs=400)
+    assert np.array_equal(a["submit"], b["submit"]) and a["model"] == b["model"] and a["user"] == b["user"]
+    changed = [(m, ra, rb) for m, ra, rb in zip(a["model"], a["roles"], b["roles"]) if ra != rb]
+    assert 8 <= len(changed) <= 30   # ~4.7 % of 400 = 19
+    for m, ra, rb in changed:
+        diff = [(x, y) for x, y in zip(ra, rb) if x != y]
+        assert len(diff) == 1
+        x, y = diff[0]
+        assert (x.name, x.count, x.cpu) == (y.name, y.count, y.cpu) and x.mem < y.mem
+        wd = m in ("wide_deep", "deepfm")
+        assert x.mem == {"ps": 4.0, "worker": 2.0 if wd else 4.0}[x.name]
