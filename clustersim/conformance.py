@@ -32,6 +32,8 @@ engine does is changed):
   (``JobView._state.spec``, the clock's event queue), decides the same
 - ``event budget``: the run stays within an event budget scaled to the input (a livelocking
   or constantly waking policy "runs away")
+- ``declared capability``: a policy that declares ``decides_only_when_waiting`` returns, at every
+  decision with no job pending, no allocations and no wakeup (the engine skips those decisions)
 - ``decide raises`` / ``valid decision``: decide returns a valid ``Decision`` without raising
 
 Tags (``Policy.tags``, from ``base.TAGS``) choose the inputs: every policy gets rigid GPU jobs;
@@ -386,6 +388,9 @@ class _Harness:
         self.name = getattr(inner, "name", type(inner).__name__)
         self.oracle = engine_oracle
         self.shadows, self.policy_cls, self.shared = shadows, policy_cls, shared
+        # the engine sees the harness, which declares nothing: it runs every decision, and those
+        # with nothing pending check the policy's declaration (Policy.decides_only_when_waiting)
+        self.lazy = bool(getattr(inner, "decides_only_when_waiting", False))
         self.log: list[tuple] = []
         self.engine: Engine | None = None
         self._progress: dict[str, float] = {}
@@ -414,6 +419,11 @@ class _Harness:
 
     def decide(self, view) -> Decision:
         decision = self._guarded("decide", view, f" at t={view.now:g} s")
+        if self.lazy and not view.pending and isinstance(decision, Decision) and (
+                decision.allocations or decision.wakeup is not None):
+            raise _Violation("declared capability", f"it declares decides_only_when_waiting, yet with no job pending "
+                                                    f"at t={view.now:g} s it decided {_canon_decision(decision)}: the "
+                                                    "engine skips such decisions, so the run would differ")
         mine = _canon_decision(decision)
         if isinstance(decision, Decision):
             self.log.append((view.now, *mine))

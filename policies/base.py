@@ -29,6 +29,13 @@ class Policy:
     # the policy's own checkpoint interval (None: the faults config's)
     dynamic_sharding: ClassVar[bool] = False
     checkpoint_interval_s: ClassVar[float | None] = None
+    # Declared to the engine: whenever no job is pending, ``decide`` returns a Decision with no
+    # allocations and no wakeup (it changes nothing and asks for nothing). The engine then skips
+    # those decisions (no view, no call) until the last job ends; the policy hears of jobs that
+    # finished meanwhile in the ``view.finished`` of its next decision (at the latest, the one
+    # after the last job ends). Declare it only where ``decide`` shows it; the conformance suite
+    # fails a policy whose decision with nothing pending changes something.
+    decides_only_when_waiting: ClassVar[bool] = False
 
     def reset(self, view: View) -> None:
         """Called once before the first event."""

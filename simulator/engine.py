@@ -114,6 +114,8 @@ class Engine:
         self._usage = BoundUsage(usage, self.states, self.clock, faults) if usage is not None else None
         self.clock.usage = self._usage.observed if self._usage else None
         self._oracle = bool(policy.oracle)
+        # decisions with nothing pending are skipped (policies/base.py Policy.decides_only_when_waiting)
+        self._lazy = bool(getattr(policy, "decides_only_when_waiting", False))
         self.pending: dict[str, JobView] = {}
         self.running: dict[str, JobView] = {}
         self._ro_pending, self._ro_running = read_only(self.pending), read_only(self.running)
@@ -371,11 +373,18 @@ class Engine:
         return view
 
     def _decide(self) -> None:
-        self._count()
         self._decision_at = None
-        self.decisions += 1
         now = self.now
         self._slot_start = now
+        if self._lazy and not self.pending and self._done < len(self.jobs):
+            # the policy declared that it changes nothing and asks for nothing now (Policy.
+            # decides_only_when_waiting): no view, no call; it hears of jobs that finished
+            # meanwhile at its next decision (at the latest, the one after the last job ends).
+            # Only this instant's timeline row is written.
+            self._sample_usage()
+            return
+        self._count()
+        self.decisions += 1
         view = self._view()
         self._watch_livelock(view)
         decision = self.policy.decide(view)

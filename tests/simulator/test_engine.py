@@ -248,7 +248,10 @@ def test_a_job_whose_roles_together_exceed_the_cluster_cores_is_refused():
 
 class Watcher(Fifo):
     """FIFO that records, at each decision, the ended jobs it is told of and their samples, and
-    whether the views of jobs it saw end earlier still hold theirs."""
+    whether the views of jobs it saw end earlier still hold theirs. It is given every decision,
+    those with nothing pending too."""
+
+    decides_only_when_waiting = False
 
     def __init__(self):
         super().__init__()
@@ -305,3 +308,32 @@ def test_a_decision_interval_finer_than_a_float_at_the_time_decides_then():
     # infinity to an integer)
     states, _ = run(jobs(gpu_job("a", 1e10, 2, 10.0)), Fifo(), decision_interval=1e-300)
     assert states["a"].first_start == 1e10 and states["a"].end_time == 1e10 + 10.0
+
+
+class Counting(Fifo):
+    """FIFO that logs (time, pending, ended jobs told of) at each decision it is given."""
+
+    def __init__(self, skip: bool):
+        super().__init__()
+        self.decides_only_when_waiting = skip
+        self.log = []
+
+    def decide(self, view):
+        self.log.append((view.now, len(view.pending), [j.job_id for j in view.finished]))
+        return super().decide(view)
+
+
+def test_a_policy_that_declares_it_skips_decisions_with_nothing_pending_and_hears_every_end():
+    # one 4-GPU node: a runs 0-100, b arrives at 150 and runs 150-250, c arrives at 300 and runs
+    # to 310. Nothing is pending at 100 and 250: a declaring FIFO is not asked then, hears of a
+    # at 150 and of b at 300, and of c at 310, the decision after the last job ends.
+    specs = jobs(gpu_job("a", 0.0, 4, 100.0), gpu_job("b", 150.0, 4, 100.0), gpu_job("c", 300.0, 4, 10.0))
+    lazy, eager = Counting(skip=True), Counting(skip=False)
+    (s1, r1), (s2, r2) = run(specs, lazy), run(specs, eager)
+    assert lazy.log == [(0.0, 1, []), (150.0, 1, ["a"]), (300.0, 1, ["b"]), (310.0, 0, ["c"])]
+    assert eager.log == [(0.0, 1, []), (100.0, 0, ["a"]), (150.0, 1, []), (250.0, 0, ["b"]), (300.0, 1, []),
+                         (310.0, 0, ["c"])]
+    # the same run: job records, events and the timeline (a skipped decision's row is still written)
+    assert r1.jobs().equals(r2.jobs()) and r1.events().equals(r2.events()) and r1.timeline().equals(r2.timeline())
+    rows = r1.timeline().column("time").to_pylist()
+    assert rows == [0.0, 100.0, 150.0, 250.0, 300.0, 310.0]
