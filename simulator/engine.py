@@ -172,8 +172,8 @@ class Engine:
     def _loop(self) -> None:
         """Handle the events in time order (ties: priority, then the order they were scheduled) and
         the pending decision once every event up to its time is handled, until nothing is left, the
-        run halts, or ``until`` comes (nothing at ``until`` itself runs). With a ``_wait_until``
-        hook, the loop calls it with each one's time first."""
+        run halts (then the pending decision alone still runs), or ``until`` comes (nothing at
+        ``until`` itself runs). With a ``_wait_until`` hook, the loop calls it with each one's time first."""
         queue, clock, wait = self._queue, self.clock, self._wait_until
         until = math.inf if self.until is None else self.until
         while not self._halted:
@@ -193,6 +193,14 @@ class Engine:
                 self._decide()
             else:
                 break
+        if self._halted and self._decision_at is not None and self._decision_at < until:
+            # a run halts once every job has ended, before anything else at that instant (a fault
+            # model's events would go on): the decision that reports the last ends still runs,
+            # when it would have run without the halt, so that the policy hears of every end
+            if wait is not None:
+                wait(self._decision_at)
+            self.now = clock.now = self._decision_at
+            self._decide()
         if self.until is not None and not self._halted:
             self.now = clock.now = self.until
 
