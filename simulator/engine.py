@@ -127,6 +127,7 @@ class Engine:
         self._next = 0  # index of the next job to arrive
         self._decision_at: float | None = None
         self._wakeup_at: float | None = None
+        self._wake_queued: float | None = None   # time of the last wake-up event put in the heap
         self._lingering: dict[str, list] = {}   # job -> [(allocation, gpus)] a graceful scale-in still holds
         noise = self.observe.throughput_noise
         self.progress = Progress(noise, self.observe.samples_kept,
@@ -437,8 +438,12 @@ class Engine:
             raise PolicyError(f"{self._who} asked to be woken after {delay!r} s; it must be a finite number > 0")
         # with nothing running, pending or to arrive, and nothing changed, waking again would loop forever
         if self.running or self.pending or self._next < len(self.jobs) or changed:
-            self._wakeup_at = self.now + delay
-            self._at(delay, self._wake)
+            at = self._wakeup_at = self.now + delay
+            # a policy that asks again for the time it asked for last (Tiresias's next queue jump)
+            # finds that wake-up in the heap still, when it is later than now: no second event
+            if at != self._wake_queued or at <= self.now:
+                self._wake_queued = at
+                self._at(delay, self._wake)
 
     def _apply(self, changes: list[JobChange]) -> bool:
         """Turn reconciled changes into job states and events: lingering tasks first (their exits

@@ -337,3 +337,30 @@ def test_a_policy_that_declares_it_skips_decisions_with_nothing_pending_and_hear
     assert r1.jobs().equals(r2.jobs()) and r1.events().equals(r2.events()) and r1.timeline().equals(r2.timeline())
     rows = r1.timeline().column("time").to_pylist()
     assert rows == [0.0, 100.0, 150.0, 250.0, 300.0, 310.0]
+
+
+class WakesAt100(Policy):
+    """Starts what is pending; asks to be woken at t = 100 at every decision before it."""
+
+    name = "wakes-at-100"
+
+    def decide(self, view):
+        self.times = getattr(self, "times", []) + [view.now]
+        d = Decision({j.job_id: {"worker": {0: 1}} for j in view.pending.values()})
+        if view.now < 100.0:
+            d.wakeup = 100.0 - view.now
+        return d
+
+
+def test_a_wakeup_asked_again_for_the_same_time_is_one_event():
+    # arrivals at 0, 10, 20, 30 (one GPU, 200 s each) make four decisions, each asking for
+    # t = 100 (100 - 10 + 10 is exactly 100 in floats): one wake-up event, one decision at 100
+    specs = jobs(*(gpu_job(f"j{i}", 10.0 * i, 1, 200.0) for i in range(4)))
+    p = WakesAt100()
+    engine = Engine(specs, cluster(), p, progress=False)
+    pushed = []
+    at = engine._at
+    engine._at = lambda delay, handle, *a, **kw: (pushed.append(handle.__name__), at(delay, handle, *a, **kw))[1]
+    engine.run()
+    assert p.times == [0.0, 10.0, 20.0, 30.0, 100.0, 200.0, 210.0, 220.0, 230.0]
+    assert pushed.count("_wake") == 1
