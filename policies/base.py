@@ -36,6 +36,13 @@ class Policy:
     # after the last job ends). Declare it only where ``decide`` shows it; the conformance suite
     # fails a policy whose decision with nothing pending changes something.
     decides_only_when_waiting: ClassVar[bool] = False
+    # Declared to the engine: when its previous decision left a job pending and since then no job
+    # ended or stopped, no resources were freed and no node went down or came up (jobs at most
+    # arrived), ``decide`` returns a Decision with no allocations and no wakeup: arrivals queue
+    # behind a job that did not fit and still does not (FIFO without backfilling). The engine
+    # skips those decisions; the policy hears of the arrivals at its next decision. The
+    # conformance suite checks it like ``decides_only_when_waiting``.
+    decides_only_when_freed: ClassVar[bool] = False
 
     def reset(self, view: View) -> None:
         """Called once before the first event."""

@@ -114,8 +114,13 @@ class Engine:
         self._usage = BoundUsage(usage, self.states, self.clock, faults) if usage is not None else None
         self.clock.usage = self._usage.observed if self._usage else None
         self._oracle = bool(policy.oracle)
-        # decisions with nothing pending are skipped (policies/base.py Policy.decides_only_when_waiting)
+        # decisions a policy declares no-ops are skipped (policies/base.py): with nothing pending
+        # (decides_only_when_waiting), and, with jobs left waiting, when jobs only arrived since
+        # the last decision (decides_only_when_freed)
         self._lazy = bool(getattr(policy, "decides_only_when_waiting", False))
+        self._lazy_freed = bool(getattr(policy, "decides_only_when_freed", False))
+        self._only_arrivals = False   # since the last decision, only arrivals asked for one
+        self._left_pending = False    # the last decision left a job pending
         self.pending: dict[str, JobView] = {}
         self.running: dict[str, JobView] = {}
         self._ro_pending, self._ro_running = read_only(self.pending), read_only(self.running)
@@ -297,7 +302,7 @@ class Engine:
             self._next += 1
         if self._next < len(jobs):
             self._at(jobs[self._next].submit_time - now, self._arrive)
-        self._request_decision()
+        self._request_decision(arrival=True)
 
     def _complete(self, st: JobState, version: int) -> None:
         if version == st.version:
@@ -357,7 +362,9 @@ class Engine:
         self._halted = True
 
     # ------------------------------------------------------------------ decisions
-    def _request_decision(self) -> None:
+    def _request_decision(self, arrival: bool = False) -> None:
+        if not arrival:
+            self._only_arrivals = False
         now = self.now
         at = now
         if self.interval is not None and self.slot_from_last:   # ElasticFlow's scheduler.py: events within a
@@ -392,6 +399,11 @@ class Engine:
             # Only this instant's timeline row is written.
             self._sample_usage()
             return
+        if self._lazy_freed and self._only_arrivals and self._left_pending:
+            # the policy declared that jobs arriving behind one that waits change nothing
+            # (Policy.decides_only_when_freed): it hears of them at its next decision
+            self._sample_usage()
+            return
         self._count()
         self.decisions += 1
         view = self._view()
@@ -403,6 +415,7 @@ class Engine:
         if decision.allocations:
             changed = self._apply(reconcile(decision.allocations, self.states, self._active, self.cluster,
                                             self.overhead, self._who))
+        self._only_arrivals, self._left_pending = True, bool(self.pending)
         self._sample_usage()
         if self._bar.disable is False:
             self._bar.update(min(round(now), self._bar.total) - self._bar.n)

@@ -376,6 +376,14 @@ class DeclaresIdleButPreempts(Greedy):
         return decision
 
 
+class DeclaresArrivalsWaitButBackfills(Greedy):
+    """Declares that arrivals behind a waiting job change nothing, yet starts any pending job
+    that fits (backfilling: a small arrival starts past a large waiting one)."""
+
+    name = "declares-freed-but-backfills"
+    decides_only_when_freed = True
+
+
 def _fails(cls, check: str, match: str, **kw) -> ConformanceError:
     """``cls`` fails the suite at ``check``, with a message matching ``match``."""
     with pytest.raises(ConformanceError, match=match) as info:
@@ -506,3 +514,17 @@ def test_a_view_refuses_ground_truth_to_a_non_oracle():
     from clustersim.simulator.view import JobView, Observer
     with pytest.raises(OracleError):
         JobView(JobState(gpu_job("a", 0.0, 1, 10.0)), Observer(), oracle=False).remaining_work
+
+
+def test_arrivals_behind_a_waiting_job_are_checked_when_a_policy_declares_they_change_nothing():
+    # 4 + 2 GPUs: a (3 GPUs) starts at 0 and leaves 1 + 2 free; b (4 GPUs) cannot fit and waits;
+    # c (1 GPU) arrives at 10 with nothing freed since. FIFO keeps c behind b, as it declares (both
+    # start when a ends at 100); a backfilling policy starts c at 10, which its declaration denies
+    case = Case("blocked head", (NodeGroup(1, 4, 32, 128), NodeGroup(1, 2, 16, 64)),
+                tuple(jobs(gpu_job("a", 0.0, 3, 100.0), gpu_job("b", 0.0, 4, 50.0), gpu_job("c", 10.0, 1, 20.0))))
+    out = run_case(policies.get("fifo"), case)
+    assert [(e[0], [j for j, _ in e[1]]) for e in out.log if e[1]] == [(0.0, ["a"]), (100.0, ["b", "c"])]
+    with pytest.raises(Exception) as info:
+        run_case(DeclaresArrivalsWaitButBackfills, case)
+    assert info.value.check == "declared capability"
+    assert "declares decides_only_when_freed, yet at t=10 s" in info.value.why and "(('c', " in info.value.why

@@ -313,9 +313,8 @@ def test_a_decision_interval_finer_than_a_float_at_the_time_decides_then():
 class Counting(Fifo):
     """FIFO that logs (time, pending, ended jobs told of) at each decision it is given."""
 
-    def __init__(self, skip: bool):
+    def __init__(self):
         super().__init__()
-        self.decides_only_when_waiting = skip
         self.log = []
 
     def decide(self, view):
@@ -323,12 +322,19 @@ class Counting(Fifo):
         return super().decide(view)
 
 
+class Eager(Counting):
+    """The same, asked at every decision."""
+
+    decides_only_when_waiting = False
+    decides_only_when_freed = False
+
+
 def test_a_policy_that_declares_it_skips_decisions_with_nothing_pending_and_hears_every_end():
     # one 4-GPU node: a runs 0-100, b arrives at 150 and runs 150-250, c arrives at 300 and runs
     # to 310. Nothing is pending at 100 and 250: a declaring FIFO is not asked then, hears of a
     # at 150 and of b at 300, and of c at 310, the decision after the last job ends.
     specs = jobs(gpu_job("a", 0.0, 4, 100.0), gpu_job("b", 150.0, 4, 100.0), gpu_job("c", 300.0, 4, 10.0))
-    lazy, eager = Counting(skip=True), Counting(skip=False)
+    lazy, eager = Counting(), Eager()
     (s1, r1), (s2, r2) = run(specs, lazy), run(specs, eager)
     assert lazy.log == [(0.0, 1, []), (150.0, 1, ["a"]), (300.0, 1, ["b"]), (310.0, 0, ["c"])]
     assert eager.log == [(0.0, 1, []), (100.0, 0, ["a"]), (150.0, 1, []), (250.0, 0, ["b"]), (300.0, 1, []),
@@ -337,6 +343,23 @@ def test_a_policy_that_declares_it_skips_decisions_with_nothing_pending_and_hear
     assert r1.jobs().equals(r2.jobs()) and r1.events().equals(r2.events()) and r1.timeline().equals(r2.timeline())
     rows = r1.timeline().column("time").to_pylist()
     assert rows == [0.0, 100.0, 150.0, 250.0, 300.0, 310.0]
+
+
+def test_fifo_is_not_asked_when_jobs_only_arrive_behind_a_waiting_one():
+    # one 4-GPU node: a (4 GPUs) runs 0-100; b arrives at 10 and c at 20 (2 GPUs each) and wait
+    # behind a. FIFO is asked at 10 (nothing waited before) and leaves b waiting; c arrives behind
+    # b with nothing freed, so FIFO is not asked at 20; at 100 it hears of c's arrival and of a's
+    # end, and starts b and c. The run is the same as when asked every time.
+    specs = jobs(gpu_job("a", 0.0, 4, 100.0), gpu_job("b", 10.0, 2, 50.0), gpu_job("c", 20.0, 2, 50.0))
+    lazy, eager = Counting(), Eager()
+    (_, r1), (_, r2) = run(specs, lazy), run(specs, eager)
+    assert [t for t, _, _ in lazy.log] == [0.0, 10.0, 100.0, 150.0]
+    assert [t for t, _, _ in eager.log] == [0.0, 10.0, 20.0, 100.0, 150.0]
+    assert r1.jobs().equals(r2.jobs()) and r1.events().equals(r2.events()) and r1.timeline().equals(r2.timeline())
+    # the timeline keeps a row at each arrival: the pending count changed there
+    assert r1.timeline().column("pending").to_pylist() == [0, 1, 2, 0, 0]
+    # with backfilling FIFO declares nothing of the kind: an arrival may start in a gap
+    assert Fifo(backfill=True).decides_only_when_freed is False
 
 
 class WakesAt100(Policy):
