@@ -140,14 +140,24 @@ def _column(values: list, type: pa.DataType) -> pa.Array:
 
 
 def _roles_column(roles: list, type: pa.DataType) -> pa.Array:
-    """The ``roles`` column: each job's list of ``Role`` as ``ROLE`` structs, built field by field."""
-    rows: dict = {}   # one row per role object: generated jobs share a few (keyed by id: all alive here)
-    flat = [rows.get(id(r)) or rows.setdefault(id(r), r.as_row()) for rs in roles for r in rs]
+    """The ``roles`` column: each job's list of ``Role`` as ``ROLE`` structs. Generated jobs share
+    a few role objects: each distinct one becomes a struct once (keyed by id: all alive here),
+    and the column takes them in order."""
+    where: dict = {}
+    rows, idx = [], []
+    for rs in roles:
+        for r in rs:
+            k = where.get(id(r))
+            if k is None:
+                k = where[id(r)] = len(rows)
+                rows.append(r.as_row())
+            idx.append(k)
     offsets = np.zeros(len(roles) + 1, dtype=np.int32)
     np.cumsum(np.fromiter(map(len, roles), dtype=np.int64, count=len(roles)), out=offsets[1:])
     fields = list(ROLE)
-    structs = pa.StructArray.from_arrays([_column([row[f.name] for row in flat], f.type) for f in fields],
-                                         fields=fields)
+    distinct = pa.StructArray.from_arrays([_column([row[f.name] for row in rows], f.type) for f in fields],
+                                          fields=fields)
+    structs = distinct.take(arrow.array(np.array(idx, dtype=np.int64), pa.int64()))
     return pa.ListArray.from_arrays(arrow.array(offsets, pa.int32()), structs, type=type)
 
 
