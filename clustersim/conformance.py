@@ -32,6 +32,10 @@ engine does is changed):
   (``JobView._state.spec``, the clock's event queue), decides the same
 - ``event budget``: the run stays within an event budget scaled to the input (a livelocking
   or constantly waking policy "runs away")
+- ``declared capability``: a policy that declares ``decides_only_when_waiting`` returns, at every
+  decision with no job pending, no allocations and no wakeup; one that declares
+  ``decides_only_when_freed``, at every decision after one that left jobs pending with nothing
+  ended, stopped or freed since (the engine skips those decisions)
 - ``decide raises`` / ``valid decision``: decide returns a valid ``Decision`` without raising
 
 Tags (``Policy.tags``, from ``base.TAGS``) choose the inputs: every policy gets rigid GPU jobs;
@@ -386,6 +390,13 @@ class _Harness:
         self.name = getattr(inner, "name", type(inner).__name__)
         self.oracle = engine_oracle
         self.shadows, self.policy_cls, self.shared = shadows, policy_cls, shared
+        # the engine sees the harness, which declares nothing: it runs every decision, and those
+        # with nothing pending check the policy's declaration (Policy.decides_only_when_waiting)
+        self.lazy = bool(getattr(inner, "decides_only_when_waiting", False))
+        self.lazy_freed = bool(getattr(inner, "decides_only_when_freed", False))
+        self._left: set = set()        # jobs the last decision left pending
+        self._after: tuple | None = None   # (free, up) once the last decision was applied
+        self._decided = False
         self.log: list[tuple] = []
         self.engine: Engine | None = None
         self._progress: dict[str, float] = {}
@@ -414,6 +425,13 @@ class _Harness:
 
     def decide(self, view) -> Decision:
         decision = self._guarded("decide", view, f" at t={view.now:g} s")
+        if self.lazy and not view.pending and isinstance(decision, Decision) and (
+                decision.allocations or decision.wakeup is not None):
+            raise _Violation("declared capability", f"it declares decides_only_when_waiting, yet with no job pending "
+                                                    f"at t={view.now:g} s it decided {_canon_decision(decision)}: the "
+                                                    "engine skips such decisions, so the run would differ")
+        if self.lazy_freed and isinstance(decision, Decision):
+            self._check_freed(view, decision)
         mine = _canon_decision(decision)
         if isinstance(decision, Decision):
             self.log.append((view.now, *mine))
@@ -422,6 +440,21 @@ class _Harness:
             if err is not None or _canon_decision(theirs) != mine:
                 self._diverged(sh, "decide", view, mine, None if err else _canon_decision(theirs), err)
         return decision
+
+    def _check_freed(self, view, decision: Decision) -> None:
+        """``decides_only_when_freed``: a decision that follows one which left jobs pending, with
+        nothing ended, stopped, freed or changed in the cluster since (jobs at most arrived),
+        changes nothing. The state after each decision is taken when the engine records it."""
+        unchanged = (self._left and not view.finished and not view.stopped and self._after is not None
+                     and np.array_equal(self._after[0], view.cluster.free) and np.array_equal(self._after[1],
+                                                                                        view.cluster.up))
+        if unchanged and (decision.allocations or decision.wakeup is not None):
+            raise _Violation("declared capability", f"it declares decides_only_when_freed, yet at t={view.now:g} s, "
+                                                    "with jobs left pending by its previous decision and nothing freed "
+                                                    f"since (only arrivals), it decided {_canon_decision(decision)}: "
+                                                    "the engine skips such decisions, so the run would differ")
+        self._left = set(view.pending) - {j for j, a in decision.allocations.items() if a}
+        self._decided = True
 
     def _diverged(self, sh: _Shadow, call: str, view, mine, theirs, err) -> None:
         """A shadow decided otherwise: say why, shared state first (it makes any two instances
@@ -449,6 +482,8 @@ class _Harness:
     def after_decision(self, now: float) -> None:
         eng = self.engine
         cl = eng.cluster
+        if self._decided:   # the decision just applied: what the next one must find unchanged
+            self._after, self._decided = (cl.free.copy(), cl.up.copy()), False
         held = np.zeros_like(cl.capacity)
         for st in eng.states.values():
             jid = st.spec.job_id

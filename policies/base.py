@@ -29,6 +29,20 @@ class Policy:
     # the policy's own checkpoint interval (None: the faults config's)
     dynamic_sharding: ClassVar[bool] = False
     checkpoint_interval_s: ClassVar[float | None] = None
+    # Declared to the engine: whenever no job is pending, ``decide`` returns a Decision with no
+    # allocations and no wakeup (it changes nothing and asks for nothing). The engine then skips
+    # those decisions (no view, no call) until the last job ends; the policy hears of jobs that
+    # finished meanwhile in the ``view.finished`` of its next decision (at the latest, the one
+    # after the last job ends). Declare it only where ``decide`` shows it; the conformance suite
+    # fails a policy whose decision with nothing pending changes something.
+    decides_only_when_waiting: ClassVar[bool] = False
+    # Declared to the engine: when its previous decision left a job pending and since then no job
+    # ended or stopped, no resources were freed and no node went down or came up (jobs at most
+    # arrived), ``decide`` returns a Decision with no allocations and no wakeup: arrivals queue
+    # behind a job that did not fit and still does not (FIFO without backfilling). The engine
+    # skips those decisions; the policy hears of the arrivals at its next decision. The
+    # conformance suite checks it like ``decides_only_when_waiting``.
+    decides_only_when_freed: ClassVar[bool] = False
 
     def reset(self, view: View) -> None:
         """Called once before the first event."""

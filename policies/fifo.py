@@ -18,6 +18,8 @@ from clustersim.simulator.cluster import EPS
 class Fifo(Policy):
     name = "fifo"
     tags = frozenset({"multi-resource", "ps"})
+    decides_only_when_waiting = True   # its queue holds exactly the pending jobs: empty, it returns Decision()
+    decides_only_when_freed = property(lambda self: not self.backfill)  # arrivals join behind a blocked head
 
     def __init__(self, placement: PlacementName = "first_fit", backfill: bool = False):
         self.placement = placement

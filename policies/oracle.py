@@ -29,6 +29,7 @@ class _ShortestFirst(Policy):
     oracle = True
     tags = frozenset({"oracle", "multi-resource", "ps"})
     preemptive: ClassVar[bool] = False
+    decides_only_when_waiting = True   # nothing waiting: _fill and _replan return {}, and no wakeup
 
     def __init__(self, placement: PlacementAnyCluster = "first_fit", gpu_time: bool = False):
         self.place = strategy(placement)

@@ -123,6 +123,22 @@ def to_numpy(column: pa.Array | pa.ChunkedArray) -> np.ndarray:
     return parts[0] if len(parts) == 1 else np.concatenate(parts)
 
 
+def to_bools(column: pa.Array | pa.ChunkedArray) -> np.ndarray:
+    """A boolean column as a numpy bool array, read from its bit-packed buffers (nulls read as False)."""
+    chunks = column.chunks if isinstance(column, pa.ChunkedArray) else [column]
+    parts = []
+    for a in chunks:
+        validity, data = a.buffers()[:2]
+        end = a.offset + len(a)
+        bits = lambda buf: np.unpackbits(np.frombuffer(buf, dtype=np.uint8), count=end,  # noqa: E731
+                                         bitorder="little")[a.offset:].astype(bool)
+        values = bits(data) if end else np.empty(0, bool)
+        if a.null_count:
+            values &= bits(validity)
+        parts.append(values)
+    return np.concatenate(parts) if parts else np.empty(0, bool)
+
+
 def role_rows(column: pa.ChunkedArray) -> list[tuple]:
     """Each job's roles (the job table's ``roles`` column) as a tuple of value tuples in
     ``RoleSpec``'s field order, read column by column (no dict per role: a million-job trace

@@ -114,6 +114,13 @@ class Engine:
         self._usage = BoundUsage(usage, self.states, self.clock, faults) if usage is not None else None
         self.clock.usage = self._usage.observed if self._usage else None
         self._oracle = bool(policy.oracle)
+        # decisions a policy declares no-ops are skipped (policies/base.py): with nothing pending
+        # (decides_only_when_waiting), and, with jobs left waiting, when jobs only arrived since
+        # the last decision (decides_only_when_freed)
+        self._lazy = bool(getattr(policy, "decides_only_when_waiting", False))
+        self._lazy_freed = bool(getattr(policy, "decides_only_when_freed", False))
+        self._only_arrivals = False   # since the last decision, only arrivals asked for one
+        self._left_pending = False    # the last decision left a job pending
         self.pending: dict[str, JobView] = {}
         self.running: dict[str, JobView] = {}
         self._ro_pending, self._ro_running = read_only(self.pending), read_only(self.running)
@@ -125,6 +132,7 @@ class Engine:
         self._next = 0  # index of the next job to arrive
         self._decision_at: float | None = None
         self._wakeup_at: float | None = None
+        self._wake_queued: float | None = None   # time of the last wake-up event put in the heap
         self._lingering: dict[str, list] = {}   # job -> [(allocation, gpus)] a graceful scale-in still holds
         noise = self.observe.throughput_noise
         self.progress = Progress(noise, self.observe.samples_kept,
@@ -170,8 +178,8 @@ class Engine:
     def _loop(self) -> None:
         """Handle the events in time order (ties: priority, then the order they were scheduled) and
         the pending decision once every event up to its time is handled, until nothing is left, the
-        run halts, or ``until`` comes (nothing at ``until`` itself runs). With a ``_wait_until``
-        hook, the loop calls it with each one's time first."""
+        run halts (then the pending decision alone still runs), or ``until`` comes (nothing at
+        ``until`` itself runs). With a ``_wait_until`` hook, the loop calls it with each one's time first."""
         queue, clock, wait = self._queue, self.clock, self._wait_until
         until = math.inf if self.until is None else self.until
         while not self._halted:
@@ -191,6 +199,14 @@ class Engine:
                 self._decide()
             else:
                 break
+        if self._halted and self._decision_at is not None and self._decision_at < until:
+            # a run halts once every job has ended, before anything else at that instant (a fault
+            # model's events would go on): the decision that reports the last ends still runs,
+            # when it would have run without the halt, so that the policy hears of every end
+            if wait is not None:
+                wait(self._decision_at)
+            self.now = clock.now = self._decision_at
+            self._decide()
         if self.until is not None and not self._halted:
             self.now = clock.now = self.until
 
@@ -286,7 +302,7 @@ class Engine:
             self._next += 1
         if self._next < len(jobs):
             self._at(jobs[self._next].submit_time - now, self._arrive)
-        self._request_decision()
+        self._request_decision(arrival=True)
 
     def _complete(self, st: JobState, version: int) -> None:
         if version == st.version:
@@ -346,7 +362,9 @@ class Engine:
         self._halted = True
 
     # ------------------------------------------------------------------ decisions
-    def _request_decision(self) -> None:
+    def _request_decision(self, arrival: bool = False) -> None:
+        if not arrival:
+            self._only_arrivals = False
         now = self.now
         at = now
         if self.interval is not None and self.slot_from_last:   # ElasticFlow's scheduler.py: events within a
@@ -371,11 +389,23 @@ class Engine:
         return view
 
     def _decide(self) -> None:
-        self._count()
         self._decision_at = None
-        self.decisions += 1
         now = self.now
         self._slot_start = now
+        if self._lazy and not self.pending and self._done < len(self.jobs):
+            # the policy declared that it changes nothing and asks for nothing now (Policy.
+            # decides_only_when_waiting): no view, no call; it hears of jobs that finished
+            # meanwhile at its next decision (at the latest, the one after the last job ends).
+            # Only this instant's timeline row is written.
+            self._sample_usage()
+            return
+        if self._lazy_freed and self._only_arrivals and self._left_pending:
+            # the policy declared that jobs arriving behind one that waits change nothing
+            # (Policy.decides_only_when_freed): it hears of them at its next decision
+            self._sample_usage()
+            return
+        self._count()
+        self.decisions += 1
         view = self._view()
         self._watch_livelock(view)
         decision = self.policy.decide(view)
@@ -385,6 +415,7 @@ class Engine:
         if decision.allocations:
             changed = self._apply(reconcile(decision.allocations, self.states, self._active, self.cluster,
                                             self.overhead, self._who))
+        self._only_arrivals, self._left_pending = True, bool(self.pending)
         self._sample_usage()
         if self._bar.disable is False:
             self._bar.update(min(round(now), self._bar.total) - self._bar.n)
@@ -420,8 +451,12 @@ class Engine:
             raise PolicyError(f"{self._who} asked to be woken after {delay!r} s; it must be a finite number > 0")
         # with nothing running, pending or to arrive, and nothing changed, waking again would loop forever
         if self.running or self.pending or self._next < len(self.jobs) or changed:
-            self._wakeup_at = self.now + delay
-            self._at(delay, self._wake)
+            at = self._wakeup_at = self.now + delay
+            # a policy that asks again for the time it asked for last (Tiresias's next queue jump)
+            # finds that wake-up in the heap still, when it is later than now: no second event
+            if at != self._wake_queued or at <= self.now:
+                self._wake_queued = at
+                self._at(delay, self._wake)
 
     def _apply(self, changes: list[JobChange]) -> bool:
         """Turn reconciled changes into job states and events: lingering tasks first (their exits

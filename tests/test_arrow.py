@@ -98,3 +98,25 @@ def test_building_and_writing_columns_imports_no_pandas(tmp_path):
             "print('pandas' in sys.modules)\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "False"
+
+
+@pytest.mark.parametrize("values", [[True, None, False, True, True, False, False, True, None, True],
+                                    [False] * 17, [True] * 9, []])
+def test_to_bools_matches_pyarrows_with_nulls_as_false(values):
+    col = pa.chunked_array([pa.array(values, pa.bool_()), pa.array(values[::-1], pa.bool_())], pa.bool_())
+    for c in (col, col.chunk(0), col.chunk(0).slice(1), pa.chunked_array([], pa.bool_())):
+        got = arrow.to_bools(c)
+        assert got.dtype == bool and got.tolist() == [bool(v) for v in c.to_pylist()]
+
+
+def test_loading_a_trace_imports_no_pandas():
+    # the job table is built from buffers and validated in numpy (traces/schema.py): pyarrow's
+    # conversion of Python values and its kernels given a Python scalar would import pandas
+    code = ("import sys\n"
+            "from clustersim.experiment import compose, load_trace\n"
+            "cfg = compose(['trace=elasticflow_raw', 'trace.path=bundled:elasticflow/raw/cluster01.csv',"
+            " 'trace.cache.enabled=false'])\n"
+            "table, _ = load_trace(cfg.trace)\n"
+            "print(table.num_rows, 'pandas' in sys.modules)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "1595 False"

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
+from clustersim.simulator import arrow
 from clustersim.simulator.arrow import compute as pc
 from clustersim.simulator.arrow import role_rows  # noqa: F401  (read here by the transforms; RoleSpec's order = ROLE's)
 from clustersim.simulator.errors import TraceError  # noqa: F401  (re-exported: readers raise it)
@@ -98,6 +99,9 @@ def gpu_worker_role(num_gpus: float, cpu_per_gpu: float = 0.0, mem_per_gpu: floa
     return Role("worker", 1, float(num_gpus), cpu_per_gpu, mem_per_gpu)
 
 
+_SIMPLE = frozenset({pa.string(), pa.float64(), pa.int32(), pa.int64(), pa.bool_()})
+
+
 def build_table(columns: dict[str, list]) -> pa.Table:
     """Assemble a job table from python columns; absent optional columns become nulls.
 
@@ -108,18 +112,53 @@ def build_table(columns: dict[str, list]) -> pa.Table:
     data = {}
     for field in JOB_TABLE:
         if field.name == "roles":
-            rows: dict = {}   # one row per role object: generated jobs share a few (keyed by id: all alive here)
-            data["roles"] = pa.array([[rows.get(id(r)) or rows.setdefault(id(r), r.as_row()) for r in rs]
-                                      for rs in roles], field.type)
+            data["roles"] = _roles_column(roles, field.type)
         elif field.name == "num_gpus":
-            data["num_gpus"] = pa.array([sum(r.count * r.gpu for r in rs) for rs in roles], pa.float64())
+            data["num_gpus"] = arrow.array([sum(r.count * r.gpu for r in rs) for rs in roles], pa.float64())
         elif field.name == "status" and "status" not in columns:
-            data["status"] = pa.array(["unknown"] * n, pa.string())
+            data["status"] = arrow.array(["unknown"] * n, pa.string())
         elif field.name in columns:
-            data[field.name] = pa.array(columns[field.name], field.type)
+            data[field.name] = _column(columns[field.name], field.type)
         else:
             data[field.name] = pa.nulls(n, field.type)
     return pa.Table.from_pydict(data, schema=JOB_TABLE)
+
+
+def _column(values: list, type: pa.DataType) -> pa.Array:
+    """``pa.array(values, type)``, built from buffers where it can be (``simulator/arrow.py``:
+    ``pa.array`` on Python objects imports pandas, a third of a second); other types and values
+    ``arrow.array`` refuses (an integral float in an integer column) go to ``pa.array``, which
+    converts or rejects them as it always did."""
+    if type in _SIMPLE:
+        try:
+            return arrow.array(values, type)
+        except (TypeError, OverflowError):
+            pass
+    elif all(v is None for v in values):   # a reader's column of nulls (no attempts recorded)
+        return pa.nulls(len(values), type)
+    return pa.array(values, type)
+
+
+def _roles_column(roles: list, type: pa.DataType) -> pa.Array:
+    """The ``roles`` column: each job's list of ``Role`` as ``ROLE`` structs. Generated jobs share
+    a few role objects: each distinct one becomes a struct once (keyed by id: all alive here),
+    and the column takes them in order."""
+    where: dict = {}
+    rows, idx = [], []
+    for rs in roles:
+        for r in rs:
+            k = where.get(id(r))
+            if k is None:
+                k = where[id(r)] = len(rows)
+                rows.append(r.as_row())
+            idx.append(k)
+    offsets = np.zeros(len(roles) + 1, dtype=np.int32)
+    np.cumsum(np.fromiter(map(len, roles), dtype=np.int64, count=len(roles)), out=offsets[1:])
+    fields = list(ROLE)
+    distinct = pa.StructArray.from_arrays([_column([row[f.name] for row in rows], f.type) for f in fields],
+                                          fields=fields)
+    structs = distinct.take(arrow.array(np.array(idx, dtype=np.int64), pa.int64()))
+    return pa.ListArray.from_arrays(arrow.array(offsets, pa.int32()), structs, type=type)
 
 
 def validate(table: pa.Table, source: str) -> pa.Table:
@@ -143,32 +182,34 @@ def validate(table: pa.Table, source: str) -> pa.Table:
 
 
 def _first_bad_row(table: pa.Table) -> int | None:
-    """Index of the first row ``check_job`` would reject (vectorized), or None."""
-    def finite(col, lower_ok):
+    """Index of the first row ``check_job`` would reject (vectorized, in numpy: Arrow's kernels
+    given a Python scalar import pandas), or None."""
+    def ok(col, lower_ok, null_ok, bounded=True):
         x = table[col].combine_chunks()
-        return pc.and_kleene(pc.is_finite(x), lower_ok(x))
-    def time(col, lower_ok, null_ok):
-        return pc.fill_null(finite(col, lambda x: pc.and_(lower_ok(x), pc.less(pc.abs(x), MAX_TIME_S))), null_ok)
-    submit_ok = time("submit_time", lambda x: pc.greater_equal(x, 0), False)
-    dur_ok = time("duration", lambda x: pc.greater(x, 0), True)
-    start_ok = time("start_time", pc.is_finite, True)
-    deadline_ok = time("deadline", pc.is_finite, True)
-    it_ok = pc.fill_null(finite("iterations", lambda x: pc.greater(x, 0)), True)
-    status_ok = pc.is_in(table["status"], value_set=pa.array(STATUSES))
-    ok = np.asarray(pc.and_(pc.and_(pc.and_(submit_ok, dur_ok), pc.and_(it_ok, status_ok)),
-                            pc.and_(start_ok, deadline_ok)))
+        v = arrow.to_numpy(x) if x.type == pa.float64() else arrow.to_numpy(x).astype(np.float64)
+        with np.errstate(invalid="ignore"):   # NaN (and nulls, NaN here) compare False
+            good = np.isfinite(v) & lower_ok(v)
+            if bounded:
+                good &= np.abs(v) < MAX_TIME_S
+        return np.where(arrow.to_bools(x.is_null()), null_ok, good) if x.null_count else good
+    always = lambda v: True   # noqa: E731
+    ok_rows = (ok("submit_time", lambda v: v >= 0, False) & ok("duration", lambda v: v > 0, True)
+               & ok("iterations", lambda v: v > 0, True, bounded=False)
+               & arrow.to_bools(pc.is_in(table["status"], value_set=arrow.array(STATUSES, pa.string())))
+               & ok("start_time", always, True) & ok("deadline", always, True))
     roles = table["roles"].combine_chunks()
-    flat = pc.list_flatten(roles)
-    parent = np.asarray(pc.list_parent_indices(roles))
-    f = {k: np.asarray(flat.field(k)) for k in ("count", "gpu", "cpu", "mem", "min_count", "max_count")}
+    offsets = arrow.to_numpy(roles.offsets)
+    flat = roles.values.slice(offsets[0], offsets[-1] - offsets[0])
+    parent = np.repeat(np.arange(len(roles)), np.diff(offsets))
+    f = {k: arrow.to_numpy(flat.field(k)) for k in ("count", "gpu", "cpu", "mem", "min_count", "max_count")}
     role_ok = ((f["count"] >= 1) & (f["min_count"] >= 1) & (f["min_count"] <= f["count"])
                & (f["count"] <= f["max_count"]) & (f["max_count"] <= MAX_TASKS)
                & (np.minimum(np.minimum(f["gpu"], f["cpu"]), f["mem"]) >= 0)
                & (np.maximum(np.maximum(f["gpu"], f["cpu"]), f["mem"]) <= MAX_DEMAND))
     n = table.num_rows
-    ok &= np.bincount(parent, weights=~role_ok, minlength=n) == 0
-    ok &= np.bincount(parent, weights=f["gpu"] + f["cpu"] + f["mem"], minlength=n) > 0
-    bad = np.flatnonzero(~ok)
+    ok_rows &= np.bincount(parent, weights=~role_ok, minlength=n) == 0
+    ok_rows &= np.bincount(parent, weights=f["gpu"] + f["cpu"] + f["mem"], minlength=n) > 0
+    bad = np.flatnonzero(~ok_rows)
     return int(bad[0]) if len(bad) else None
 
 

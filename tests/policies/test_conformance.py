@@ -53,6 +53,28 @@ def test_a_correct_policy_passes():
     check_policy(Greedy, tags={"multi-resource", "ps"}, examples=10)
 
 
+class IdleGreedy(Greedy):
+    """Greedy declares rightly that with nothing pending it changes nothing; it counts the
+    jobs pending at each of its decisions."""
+
+    name = "idle-greedy"
+    decides_only_when_waiting = True
+
+    def reset(self, view):
+        self.pending_seen = []
+
+    def decide(self, view):
+        self.pending_seen.append(len(view.pending))
+        return super().decide(view)
+
+
+def test_a_true_declaration_passes_and_is_checked():
+    check_policy(IdleGreedy, tags={"multi-resource", "ps"}, examples=3, determinism=False)
+    # the suite's engine runs every decision: some had nothing pending, so the declaration was checked there
+    out = run_case(IdleGreedy, contention_case(frozenset()))
+    assert 0 in out.policy.pending_seen
+
+
 # ---------------------------------------------------------------------------- broken policies
 class OverAllocating(Greedy):
     """Puts every pending job on node 0, whatever is free there."""
@@ -322,6 +344,46 @@ class ReturnsADict(Greedy):
         return dict(super().decide(view).allocations)
 
 
+class DeclaresIdleButWakes(Greedy):
+    """Declares that it changes nothing with nothing pending, yet asks for a wakeup then (a
+    periodic policy declaring what it cannot)."""
+
+    name = "declares-idle-but-wakes"
+    decides_only_when_waiting = True
+
+    def decide(self, view):
+        decision = super().decide(view)
+        if not view.pending:
+            decision.wakeup = 60.0
+        return decision
+
+
+class DeclaresIdleButPreempts(Greedy):
+    """Declares that it changes nothing with nothing pending, yet then stops its newest running
+    job once (a rebalancing policy declaring what it cannot)."""
+
+    name = "declares-idle-but-preempts"
+    decides_only_when_waiting = True
+
+    def reset(self, view):
+        self.done = False
+
+    def decide(self, view):
+        decision = super().decide(view)
+        if not view.pending and view.running and not self.done:
+            self.done = True
+            decision.allocations[next(reversed(view.running))] = None
+        return decision
+
+
+class DeclaresArrivalsWaitButBackfills(Greedy):
+    """Declares that arrivals behind a waiting job change nothing, yet starts any pending job
+    that fits (backfilling: a small arrival starts past a large waiting one)."""
+
+    name = "declares-freed-but-backfills"
+    decides_only_when_freed = True
+
+
 def _fails(cls, check: str, match: str, **kw) -> ConformanceError:
     """``cls`` fails the suite at ``check``, with a message matching ``match``."""
     with pytest.raises(ConformanceError, match=match) as info:
@@ -360,6 +422,9 @@ MUTANTS = [
     (ResetCrashes, "decide raises", r"reset raised RuntimeError: no queues configured"),
     (AllocatesAGhost, "valid decision", r"job 'ghost' is not pending or running"),
     (ReturnsADict, "valid decision", r"returned dict, not a Decision"),
+    (DeclaresIdleButWakes, "declared capability", r"declares decides_only_when_waiting, yet with no job pending at "
+                                                  r"t=[\d.]+ s it decided \(\(\), 60\.0\)"),
+    (DeclaresIdleButPreempts, "declared capability", r"no job pending at t=[\d.]+ s it decided \(\(\('c\d+', \(\)\),\), None\)"),
 ]
 
 
@@ -449,3 +514,17 @@ def test_a_view_refuses_ground_truth_to_a_non_oracle():
     from clustersim.simulator.view import JobView, Observer
     with pytest.raises(OracleError):
         JobView(JobState(gpu_job("a", 0.0, 1, 10.0)), Observer(), oracle=False).remaining_work
+
+
+def test_arrivals_behind_a_waiting_job_are_checked_when_a_policy_declares_they_change_nothing():
+    # 4 + 2 GPUs: a (3 GPUs) starts at 0 and leaves 1 + 2 free; b (4 GPUs) cannot fit and waits;
+    # c (1 GPU) arrives at 10 with nothing freed since. FIFO keeps c behind b, as it declares (both
+    # start when a ends at 100); a backfilling policy starts c at 10, which its declaration denies
+    case = Case("blocked head", (NodeGroup(1, 4, 32, 128), NodeGroup(1, 2, 16, 64)),
+                tuple(jobs(gpu_job("a", 0.0, 3, 100.0), gpu_job("b", 0.0, 4, 50.0), gpu_job("c", 10.0, 1, 20.0))))
+    out = run_case(policies.get("fifo"), case)
+    assert [(e[0], [j for j, _ in e[1]]) for e in out.log if e[1]] == [(0.0, ["a"]), (100.0, ["b", "c"])]
+    with pytest.raises(Exception) as info:
+        run_case(DeclaresArrivalsWaitButBackfills, case)
+    assert info.value.check == "declared capability"
+    assert "declares decides_only_when_freed, yet at t=10 s" in info.value.why and "(('c', " in info.value.why

@@ -248,7 +248,10 @@ def test_a_job_whose_roles_together_exceed_the_cluster_cores_is_refused():
 
 class Watcher(Fifo):
     """FIFO that records, at each decision, the ended jobs it is told of and their samples, and
-    whether the views of jobs it saw end earlier still hold theirs."""
+    whether the views of jobs it saw end earlier still hold theirs. It is given every decision,
+    those with nothing pending too."""
+
+    decides_only_when_waiting = False
 
     def __init__(self):
         super().__init__()
@@ -305,3 +308,82 @@ def test_a_decision_interval_finer_than_a_float_at_the_time_decides_then():
     # infinity to an integer)
     states, _ = run(jobs(gpu_job("a", 1e10, 2, 10.0)), Fifo(), decision_interval=1e-300)
     assert states["a"].first_start == 1e10 and states["a"].end_time == 1e10 + 10.0
+
+
+class Counting(Fifo):
+    """FIFO that logs (time, pending, ended jobs told of) at each decision it is given."""
+
+    def __init__(self):
+        super().__init__()
+        self.log = []
+
+    def decide(self, view):
+        self.log.append((view.now, len(view.pending), [j.job_id for j in view.finished]))
+        return super().decide(view)
+
+
+class Eager(Counting):
+    """The same, asked at every decision."""
+
+    decides_only_when_waiting = False
+    decides_only_when_freed = False
+
+
+def test_a_policy_that_declares_it_skips_decisions_with_nothing_pending_and_hears_every_end():
+    # one 4-GPU node: a runs 0-100, b arrives at 150 and runs 150-250, c arrives at 300 and runs
+    # to 310. Nothing is pending at 100 and 250: a declaring FIFO is not asked then, hears of a
+    # at 150 and of b at 300, and of c at 310, the decision after the last job ends.
+    specs = jobs(gpu_job("a", 0.0, 4, 100.0), gpu_job("b", 150.0, 4, 100.0), gpu_job("c", 300.0, 4, 10.0))
+    lazy, eager = Counting(), Eager()
+    (s1, r1), (s2, r2) = run(specs, lazy), run(specs, eager)
+    assert lazy.log == [(0.0, 1, []), (150.0, 1, ["a"]), (300.0, 1, ["b"]), (310.0, 0, ["c"])]
+    assert eager.log == [(0.0, 1, []), (100.0, 0, ["a"]), (150.0, 1, []), (250.0, 0, ["b"]), (300.0, 1, []),
+                         (310.0, 0, ["c"])]
+    # the same run: job records, events and the timeline (a skipped decision's row is still written)
+    assert r1.jobs().equals(r2.jobs()) and r1.events().equals(r2.events()) and r1.timeline().equals(r2.timeline())
+    rows = r1.timeline().column("time").to_pylist()
+    assert rows == [0.0, 100.0, 150.0, 250.0, 300.0, 310.0]
+
+
+def test_fifo_is_not_asked_when_jobs_only_arrive_behind_a_waiting_one():
+    # one 4-GPU node: a (4 GPUs) runs 0-100; b arrives at 10 and c at 20 (2 GPUs each) and wait
+    # behind a. FIFO is asked at 10 (nothing waited before) and leaves b waiting; c arrives behind
+    # b with nothing freed, so FIFO is not asked at 20; at 100 it hears of c's arrival and of a's
+    # end, and starts b and c. The run is the same as when asked every time.
+    specs = jobs(gpu_job("a", 0.0, 4, 100.0), gpu_job("b", 10.0, 2, 50.0), gpu_job("c", 20.0, 2, 50.0))
+    lazy, eager = Counting(), Eager()
+    (_, r1), (_, r2) = run(specs, lazy), run(specs, eager)
+    assert [t for t, _, _ in lazy.log] == [0.0, 10.0, 100.0, 150.0]
+    assert [t for t, _, _ in eager.log] == [0.0, 10.0, 20.0, 100.0, 150.0]
+    assert r1.jobs().equals(r2.jobs()) and r1.events().equals(r2.events()) and r1.timeline().equals(r2.timeline())
+    # the timeline keeps a row at each arrival: the pending count changed there
+    assert r1.timeline().column("pending").to_pylist() == [0, 1, 2, 0, 0]
+    # with backfilling FIFO declares nothing of the kind: an arrival may start in a gap
+    assert Fifo(backfill=True).decides_only_when_freed is False
+
+
+class WakesAt100(Policy):
+    """Starts what is pending; asks to be woken at t = 100 at every decision before it."""
+
+    name = "wakes-at-100"
+
+    def decide(self, view):
+        self.times = getattr(self, "times", []) + [view.now]
+        d = Decision({j.job_id: {"worker": {0: 1}} for j in view.pending.values()})
+        if view.now < 100.0:
+            d.wakeup = 100.0 - view.now
+        return d
+
+
+def test_a_wakeup_asked_again_for_the_same_time_is_one_event():
+    # arrivals at 0, 10, 20, 30 (one GPU, 200 s each) make four decisions, each asking for
+    # t = 100 (100 - 10 + 10 is exactly 100 in floats): one wake-up event, one decision at 100
+    specs = jobs(*(gpu_job(f"j{i}", 10.0 * i, 1, 200.0) for i in range(4)))
+    p = WakesAt100()
+    engine = Engine(specs, cluster(), p, progress=False)
+    pushed = []
+    at = engine._at
+    engine._at = lambda delay, handle, *a, **kw: (pushed.append(handle.__name__), at(delay, handle, *a, **kw))[1]
+    engine.run()
+    assert p.times == [0.0, 10.0, 20.0, 30.0, 100.0, 200.0, 210.0, 220.0, 230.0]
+    assert pushed.count("_wake") == 1

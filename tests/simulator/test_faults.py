@@ -116,6 +116,31 @@ def test_retries_exhausted_end_the_job_failed_and_the_policy_sees_it_ended():
     assert rec.jobs().column("status").to_pylist() == ["failed", "finished"]
 
 
+class Told(Fifo):
+    """FIFO asked at every decision, those with nothing pending too."""
+
+    decides_only_when_waiting = False
+
+
+@pytest.mark.parametrize("policy, interval, told_b", [(Told, None, 500.0), (Told, 60.0, 540.0), (Fifo, None, 500.0)])
+def test_the_policy_hears_of_the_last_end_though_the_run_halts_then(policy, interval, told_b):
+    # as above: a fails for good at 300, b finishes at 500 and is the last job to end. The run
+    # halts then (failures would go on), yet the decision after b's end still runs: at 500, or
+    # with 60 s rounds at the next multiple, 540; a FIFO that skips decisions with nothing
+    # pending (b ends with nothing pending) is asked then too, and hears of both ends at once.
+    p = policy()
+    eng = engine(jobs(gpu_job("a", 0.0, 4, 1000.0), gpu_job("b", 0.0, 4, 500.0)),
+                 model({"retries": 2, "checkpoint": {"interval_s": 60.0}}), policy=p, decision_interval=interval)
+    for t in (100.0, 200.0, 300.0):
+        eng.at(t, lambda: eng.fail_job("a", StopReason.FAILED, "worker", 0))
+    heard = []
+    p.decide = lambda view, decide=p.decide: heard.append((view.now, sorted(j.job_id for j in view.finished))) or decide(view)
+    rec = eng.run()
+    assert rec.summary()["jobs_failed"] == 1 and by_id(rec)["b"].end_time == 500.0
+    assert heard[-1][0] == told_b and "b" in heard[-1][1]
+    assert sorted(j for _, ended in heard for j in ended) == ["a", "b"]
+
+
 def ps_job(job_id: str, ps: int, workers: int, ps_mem: float, duration: float = 1000.0, **kw) -> JobSpec:
     roles = (RoleSpec("ps", ps, 0.0, 4.0, ps_mem, 1, ps + 2), RoleSpec("worker", workers, 1.0, 2.0, 4.0, 1, workers))
     return JobSpec(index=0, job_id=job_id, submit_time=0.0, roles=roles, total_work=duration, duration=duration, **kw)
