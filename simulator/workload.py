@@ -125,6 +125,9 @@ class Assignment:
             if not Path(str(f)).expanduser().is_file():
                 raise ConfigError(f"profile.files[{i}]: {f}: no such file")
         if not cfg.get("zoo", False):
+            if cfg.get("batch", "profile") != "profile":
+                raise ConfigError("profile.batch: per_gpu needs the profile zoo (profile.zoo: true): without "
+                                  "profiles no job has a per-GPU batch or a speed that depends on its batch")
             return None
         from clustersim.simulator import profiles
         zoo = profiles.load(cfg.get("files"))

@@ -5,7 +5,7 @@ import pytest
 
 from clustersim import edl_transient
 from clustersim.reproductions.edl import straggler_rates
-from clustersim.simulator.errors import TraceError
+from clustersim.simulator.errors import ConfigError, TraceError
 from clustersim.simulator.profiles import load
 from clustersim.simulator.workload import Assignment, build_jobs
 from clustersim.traces.schema import Role, build_table
@@ -49,6 +49,13 @@ def test_per_gpu_sizing_of_a_profile_without_a_per_gpu_batch_is_one_line_naming_
                          "roles": [[Role("worker", 2, 1.0)]]})
     with pytest.raises(TraceError, match=r"row 0 \(job 'x'\).*'bert' has no local_batch"):
         build_jobs(table, "t", Assignment.from_config({"zoo": True, "batch": "per_gpu"}))
+
+
+def test_per_gpu_without_the_zoo_is_a_config_error_not_ignored():
+    with pytest.raises(ConfigError, match="profile.batch: per_gpu needs the profile zoo"):
+        Assignment.from_config({"name": "linear", "zoo": False, "batch": "per_gpu"})
+    with pytest.raises(ConfigError, match="profile.batch"):
+        Assignment.from_config({"zoo": True, "batch": "local"})
 
 
 def test_straggler_removal_keeps_near_15_of_16_at_edl_s_per_gpu_batch():
