@@ -115,8 +115,9 @@ class Assignment:
         return bool((self.convergence or {}).get("enabled"))
 
     @classmethod
-    def from_config(cls, cfg: dict | None) -> "Assignment | None":
-        """``None`` for the ``linear`` profile config (no zoo). Keys and types are checked first."""
+    def from_config(cls, cfg: dict | None, keys_only: bool = False) -> "Assignment | None":
+        """``None`` for the ``linear`` profile config (no zoo). Keys and types are checked first;
+        ``keys_only``: only they (None; the zoo loads at build time)."""
         cfg = dict(cfg or {})
         check_params(ProfileConfig, cfg, "profile.{}")
         check_params(ConvergenceConfig, cfg.get("convergence") or {}, "profile.convergence.{}")
@@ -124,6 +125,8 @@ class Assignment:
         for i, f in enumerate(cfg.get("files") or []):
             if not Path(str(f)).expanduser().is_file():
                 raise ConfigError(f"profile.files[{i}]: {f}: no such file")
+        if keys_only:
+            return None
         if not cfg.get("zoo", False):
             if cfg.get("batch", "profile") != "profile":
                 raise ConfigError("profile.batch: per_gpu needs the profile zoo (profile.zoo: true): without "
