@@ -76,8 +76,8 @@ def straggler_rates(model: str = "resnet50", slow_at: float = 100.0) -> dict[str
     the second machine turns to 75% capability at ``slow_at`` ("delaying its gradient
     synchronisation requests by 1/3 of the per-mini-batch time"); Elastic-Tiresias removes it by
     scale-in (§5.3). The job trains at the model's per-GPU batch on its 16 GPUs and keeps that
-    global batch on 15 (EDL §3.1; Profile.per_gpu_batch). The job's rate normal, with the straggler, and after its removal (while the
-    freed GPU's healthy replacement is still launching)."""
+    global batch on 15 (EDL §3.1; Profile.per_gpu_batch). The job's rate normal, with the
+    straggler, and after its removal (while the freed GPU's healthy replacement is still launching)."""
     from clustersim import policies
     from clustersim.simulator import faults, overhead
     from clustersim.simulator.cluster import Cluster, NodeGroup
