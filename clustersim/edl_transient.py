@@ -32,10 +32,11 @@ from clustersim.simulator.job import JobSpec, RoleSpec
 CONFIG = "edl_transient.yaml"
 
 
-def _job(index: int, job_id: str, submit: float, gpus: int, work: float, lo: int, hi: int, model: str) -> JobSpec:
+def _job(index: int, job_id: str, submit: float, gpus: int, work: float, lo: int, hi: int, model: str,
+         batch: int | None = None) -> JobSpec:
     role = RoleSpec("worker", gpus, 1.0, 0.0, 0.0, lo, hi)
     return JobSpec(index=index, job_id=job_id, submit_time=submit, roles=(role,), total_work=work, duration=None,
-                   model=model, profile=model)
+                   model=model, profile=model, batch_size=batch)
 
 
 class _Speed:
@@ -50,15 +51,20 @@ class _Speed:
 
 
 def transient(mechanism: str, interval: float, policy: str = "elastic_tiresias", horizon: float = 2400.0,
-              persistent: int = 4, idle: int = 1, model: str = "resnet50", zoo=None) -> float:
+              persistent: int = 4, idle: int = 1, model: str = "resnet50", zoo=None, batch: str = "per_gpu") -> float:
     """Iterations the job on ``persistent`` GPUs trains in ``horizon`` s while ``idle`` GPUs of its
     machine are busy for ``interval`` s, then idle for ``interval`` s, from t = 0 (busy first, so
-    that every use of them is a scale-out of the running job)."""
+    that every use of them is a scale-out of the running job). ``batch``: ``per_gpu`` (EDL's jobs:
+    the profile's per-GPU batch on the persistent GPUs, that global batch kept as the job scales,
+    EDL §3.1) or ``profile`` (the profile's global ``batch_size``)."""
     if zoo is None:
         from clustersim.simulator.profiles import load
         zoo = load()
+    if batch not in ("per_gpu", "profile"):
+        raise ValueError(f"edl_transient: batch must be 'per_gpu' or 'profile', got {batch!r}")
     total = persistent + idle
-    specs = [_job(0, "main", 0.0, persistent, 1e12, persistent, total, model)]
+    global_batch = zoo.profile(model).per_gpu_batch(persistent) if batch == "per_gpu" else None
+    specs = [_job(0, "main", 0.0, persistent, 1e12, persistent, total, model, global_batch)]
     t = 0.0
     while t < horizon:
         specs.append(_job(len(specs), f"t{len(specs)}", t, idle, interval * 1e3, idle, idle, model))
@@ -119,7 +125,7 @@ def main(argv: list[str] | None = None) -> int:
         for mech in cfg["mechanisms"]:
             s = break_even(mech, cfg["lo_s"], cfg["hi_s"], cfg["tol_s"], cfg["cycles"], policy=cfg["policy"],
                            baseline=cfg["baseline_policy"], persistent=cfg["persistent_gpus"], idle=k,
-                           model=cfg["model"], zoo=zoo)
+                           model=cfg["model"], zoo=zoo, batch=cfg["batch"])
             paper = (cfg.get("paper") or {}).get(f"{mech}_{k}")
             shown = ("never (up to hi_s)" if s is None else f"<= {s:.0f} s (gains at lo_s already)" if s == cfg["lo_s"]
                      else f"{s:7.1f} s = {s / 60:5.2f} min")

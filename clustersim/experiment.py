@@ -89,7 +89,7 @@ def check(cfg: DictConfig | dict) -> dict:
     policies.make(c["policy"]["name"], **pol)   # checks the policy's own parameters
     overhead_mod.make(c["overhead"])
     faults_mod.check_config(c.get("faults"))
-    Assignment.from_config({**c["profile"], "zoo": False})   # keys only; the zoo loads at build time
+    Assignment.from_config(c["profile"], keys_only=True)   # the zoo loads at build time
     return c
 
 

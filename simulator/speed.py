@@ -38,7 +38,12 @@ class SpeedModel(Protocol):
 
 def scaling_role(spec: JobSpec) -> str:
     """The role whose task count sets a job's speed: its workers, else its first role."""
-    names = [r.name for r in spec.roles]
+    return scaling_role_of(spec.roles)
+
+
+def scaling_role_of(roles) -> str:
+    """``scaling_role`` of a job with these roles (RoleSpecs)."""
+    names = [r.name for r in roles]
     return "worker" if "worker" in names else names[0]
 
 

@@ -28,7 +28,7 @@ from clustersim.simulator.cluster import tasks_per_node
 from clustersim.simulator.job import JobSpec, RoleSpec
 from clustersim.simulator.params import NonNegative, PositiveCount, Range, check_params
 from clustersim.simulator.rng import component_rng
-from clustersim.simulator.speed import scaling_role
+from clustersim.simulator.speed import scaling_role, scaling_role_of
 from clustersim.simulator.errors import ConfigError, TraceError
 from clustersim.simulator.arrow import role_rows
 
@@ -51,6 +51,7 @@ class ProfileConfig:
     goodput_unmeasured: Literal["fitted", "interpolated"] = "fitted"
     goodput_whole_seconds: bool = False
     work: Literal["duration", "iterations"] = "duration"
+    batch: Literal["profile", "per_gpu"] = "profile"
 
 
 @dataclass(frozen=True)
@@ -89,6 +90,8 @@ class Assignment:
     whole_seconds: bool = False                   # goodput jobs: each epoch a whole number of seconds
     models: dict[str, str] = field(default_factory=dict)   # trace model name (normalised) -> profile name
     work: str = "duration"                        # a job with iterations and a duration: sized by which
+    batch: str = "profile"                        # a job without a trace batch: the profile's batch_size
+                                                  # (profile) or local_batch x requested GPUs (per_gpu, EDL)
 
     def __post_init__(self):
         if self.unknown not in ("warn", "error"):
@@ -112,8 +115,9 @@ class Assignment:
         return bool((self.convergence or {}).get("enabled"))
 
     @classmethod
-    def from_config(cls, cfg: dict | None) -> "Assignment | None":
-        """``None`` for the ``linear`` profile config (no zoo). Keys and types are checked first."""
+    def from_config(cls, cfg: dict | None, keys_only: bool = False) -> "Assignment | None":
+        """``None`` for the ``linear`` profile config (no zoo). Keys and types are checked first;
+        ``keys_only``: only they (None; the zoo loads at build time)."""
         cfg = dict(cfg or {})
         check_params(ProfileConfig, cfg, "profile.{}")
         check_params(ConvergenceConfig, cfg.get("convergence") or {}, "profile.convergence.{}")
@@ -121,7 +125,12 @@ class Assignment:
         for i, f in enumerate(cfg.get("files") or []):
             if not Path(str(f)).expanduser().is_file():
                 raise ConfigError(f"profile.files[{i}]: {f}: no such file")
+        if keys_only:
+            return None
         if not cfg.get("zoo", False):
+            if cfg.get("batch", "profile") != "profile":
+                raise ConfigError("profile.batch: per_gpu needs the profile zoo (profile.zoo: true): without "
+                                  "profiles no job has a per-GPU batch or a speed that depends on its batch")
             return None
         from clustersim.simulator import profiles
         zoo = profiles.load(cfg.get("files"))
@@ -134,7 +143,8 @@ class Assignment:
         for family in ("gpu", "ps"):
             pool.setdefault(family, zoo.pool(family))
         return cls(zoo, pool, cfg.get("unknown", "warn"), cfg.get("convergence"),
-                   cfg.get("goodput_whole_seconds", False), dict(cfg.get("models") or {}), cfg.get("work", "duration"))
+                   cfg.get("goodput_whole_seconds", False), dict(cfg.get("models") or {}), cfg.get("work", "duration"),
+                   cfg.get("batch", "profile"))
 
     def match(self, model: str | None, family: str):
         """The profile a trace's model name refers to: through ``models`` (an explicit mapping),
@@ -201,6 +211,8 @@ def build_jobs(table: pa.Table, source: str = "trace", assignment: Assignment | 
             prof = _drawn(assignment, rng, pools, model, family, lambda: f"{source}: row {i} (job {job_id!r})")
             if model:
                 drawn[(model, family)] = drawn.get((model, family), 0) + 1
+        if batch is None and assignment.batch == "per_gpu":
+            batch = _per_gpu_batch(prof, roles, f"{source}: row {i} (job {job_id!r})")
         sized_by_duration = duration is not None and not (iterations and assignment.work == "iterations")
         rate = rates.get((prof.name, batch, roles)) if sized_by_duration else None
         if rate is not None:   # a shape whose rate is known, sized by its duration: _with_profile's first case, no dict
@@ -245,6 +257,18 @@ def _warn_drawn(source: str, drawn: dict) -> None:
         f"{source}: {sum(drawn.values())} job(s) name a model without a profile ({names}); each got one drawn "
         "from profile.pool (profile.unknown: warn). Map them with profile.models.<name>=<profile>, or set "
         "profile.unknown=error")
+
+
+def _per_gpu_batch(prof, roles, where: str) -> int:
+    """``profile.batch: per_gpu``: the job trains at its profile's per-GPU batch on the GPUs it
+    requests (Profile.per_gpu_batch, EDL §3.1)."""
+    from clustersim.simulator.profiles import ProfileError
+    role = scaling_role_of(roles)
+    gpus = next(r.count for r in roles if r.name == role)
+    try:
+        return prof.per_gpu_batch(gpus)
+    except ProfileError as e:
+        raise TraceError(f"{where}: {e}") from None
 
 
 def _rate_key(spec: JobSpec) -> tuple:

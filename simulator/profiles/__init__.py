@@ -60,6 +60,7 @@ class Profile:
     family: str
     batch_size: float
     speed_kind: str
+    local_batch: int | None = None                     # per-GPU batch of a job sized per GPU (`batch: per_gpu`)
     costs: ModelCosts = DEFAULT_COSTS
     tasks: dict = field(default_factory=dict)          # role -> {cpu, mem, gpu}
     convergence: dict | None = None                    # {b0, b1, b2}
@@ -108,6 +109,19 @@ class Profile:
     def batch(self, spec: JobSpec) -> float:
         """The job's global batch: the trace's, else the profile's."""
         return float(spec.batch_size or self.batch_size)
+
+    def per_gpu_batch(self, gpus: int) -> int:
+        """The global batch of a job that trains at this profile's per-GPU batch on ``gpus`` GPUs.
+
+        EDL's jobs (seed 001) are data-parallel programs started at a per-GPU batch on the GPUs they
+        request; EDL then keeps that global batch constant whatever GPUs the job runs on (§3.1:
+        "EDL keeps the aggregate batch size of all the workers constant and decides the per-worker
+        batch size according to the parallelism"). The job's speed curve is then its profile's
+        all-reduce model at this batch (``profile.batch: per_gpu``, docs/models/profiles.md)."""
+        if self.local_batch is None:
+            raise ProfileError(f"{self.source}: profile {self.name!r} has no local_batch, which "
+                               "profile.batch=per_gpu needs (the per-GPU batch its jobs train at)")
+        return self.local_batch * int(gpus)
 
     def rate(self, spec: JobSpec, counts: dict[str, int], nodes: int, cpus: dict[str, float] | None = None,
              gpu_type: str | None = None, shape: tuple[int, ...] = ()) -> float:
@@ -383,10 +397,14 @@ def _build(name: str, raw: dict, built: dict, chain: tuple) -> Profile:
     pooled = body.get("pool", True)
     if not isinstance(pooled, bool):
         raise ProfileError(f"{where}: pool must be true or false, got {pooled!r}")
+    local = body.get("local_batch")
+    if local is not None and (isinstance(local, bool) or not isinstance(local, int) or local <= 0):
+        raise ProfileError(f"{where}: local_batch must be a whole number > 0 (samples per GPU), got {local!r}")
     dataset = body.get("dataset_size")
     if dataset is not None and (not isinstance(dataset, (int, float)) or dataset <= 0):
         raise ProfileError(f"{where}: dataset_size must be a number > 0 (samples per epoch), got {dataset!r}")
     prof = Profile(name=name, family=family, batch_size=float(batch), speed_kind=speed["kind"], costs=costs,
+                   local_batch=local,
                    tasks=body.get("tasks") or {}, embedding=_embedding(body.get("embedding"), where),
                    convergence=_convergence(body.get("convergence"), where),
                    aliases=tuple(body.get("aliases") or ()), dataset_size=None if dataset is None else float(dataset), pooled=pooled,
