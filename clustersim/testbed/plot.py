@@ -53,6 +53,6 @@ def plot(out: Path, result: dict) -> Path:
                  f"load {h['load_1m']:.1f}/{h['load_5m']:.1f}/{h['load_15m']:.1f} (1/5/15 min) before the runs", fontsize=10)
     fig.tight_layout()
     path = Path(out) / "testbed.png"
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=110, bbox_inches="tight")   # the legend below the bars stays whole
     plt.close(fig)
     return path
