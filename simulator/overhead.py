@@ -106,6 +106,21 @@ class ModelCosts:
     stop_free_pause_s: float = 0.67      # model broadcast, the only stop (EDL Table 2)
     scale_in_s: float = 1.8              # graceful exit end to end, remaining workers do not stop (EDL Table 3)
     checkpoint_gb: float = 0.1           # checkpoint size, for flash-checkpoint copies
+    # Optional, measured by clustersim-calibrate; unset (None), the change costs stop_resume_s, as
+    # EDL Table 2 gives one figure for every stop-resume change:
+    resume_s: float | None = None        # a resume after a preemption or failure: relaunch, restore, first iteration
+    stop_resume_out_s: float | None = None   # a stop-resume scale-out (the relaunch starts n' > n processes)
+    stop_resume_in_s: float | None = None    # a stop-resume scale-in
+
+    def resume(self) -> float:
+        """A restart from the checkpoint after a preemption or failure."""
+        return self.stop_resume_s if self.resume_s is None else self.resume_s
+
+    def stop_resume(self, change: "Change") -> float:
+        """A change carried out by checkpoint, teardown, relaunch and restore: a scale-out or a
+        scale-in at its own measured cost where there is one; any other change at ``stop_resume_s``."""
+        own = {Change.SCALE_OUT: self.stop_resume_out_s, Change.SCALE_IN: self.stop_resume_in_s}.get(change)
+        return self.stop_resume_s if own is None else own
 
     @classmethod
     def from_dict(cls, d: dict | None, where: str) -> "ModelCosts":
@@ -135,7 +150,7 @@ class PerModelOverhead:
 
     ``charge_start`` adds the launch cost at a job's first start (off: starts are free, as in
     simulators that replay only the trace's run time). A resume after a preemption or failure
-    restarts from the last checkpoint: the model's ``stop_resume_s``.
+    restarts from the last checkpoint: the model's ``resume_s`` (unset: ``stop_resume_s``).
     """
 
     costs_of: CostsOf = default_costs
@@ -156,7 +171,7 @@ class PerModelOverhead:
         return c.launch_s
 
     def resume_s(self, spec: JobSpec, new: Allocation, c: ModelCosts) -> float:
-        return c.stop_resume_s
+        return c.resume()
 
     def change(self, spec, change, old, new, c: ModelCosts) -> Transition:
         raise NotImplementedError
@@ -166,10 +181,11 @@ class PerModelOverhead:
 @dataclass(frozen=True)
 class StopResume(PerModelOverhead):
     """Every change checkpoints, tears down, restarts and restores: the job makes no progress
-    for the model's ``stop_resume_s`` (EDL Table 2; Optimus §5.4)."""
+    for the model's ``stop_resume_s`` (EDL Table 2; Optimus §5.4), or a scale-out's or scale-in's
+    own measured cost (``stop_resume_out_s``, ``stop_resume_in_s``) where the profile has one."""
 
     def change(self, spec, change, old, new, c):
-        return Transition(pause_s=c.stop_resume_s)
+        return Transition(pause_s=c.stop_resume(change))
 
 
 @OVERHEADS.register("stop_free")
@@ -178,9 +194,19 @@ class StopFree(PerModelOverhead):
     """EDL §4.2: scale-out, migration and resizing keep the running workers training while
     the new ones prepare (``stop_free_prepare_s``) and stop only for the broadcast
     (``stop_free_pause_s``); scale-in is a graceful exit: the remaining workers never stop,
-    and the leaving workers hold their GPUs until they have exited (``scale_in_s``, Table 3)."""
+    and the leaving workers hold their GPUs until they have exited (``scale_in_s``, Table 3).
+
+    EDL's stop-free scaling is for all-reduce jobs. A parameter-server job can add or remove
+    workers stop-free, but not PS: each PS holds a shard of the parameters, and a new PS count
+    re-cuts the shards from a checkpoint. ``ps_stop_resume`` charges a change of the PS count as a
+    stop-resume (``ModelCosts.stop_resume``), as clustersim-testbed carries it out; off (the
+    default, kept so that earlier configs give the same results), it is charged stop-free."""
+
+    ps_stop_resume: bool = False
 
     def change(self, spec, change, old, new, c):
+        if self.ps_stop_resume and task_counts(old).get("ps", 0) != task_counts(new).get("ps", 0):
+            return Transition(pause_s=c.stop_resume(change))
         if change is Change.SCALE_IN:
             return Transition(prepare_s=c.scale_in_s, release_s=c.scale_in_s)
         return Transition(prepare_s=c.stop_free_prepare_s, pause_s=c.stop_free_pause_s)

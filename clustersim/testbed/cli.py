@@ -121,6 +121,9 @@ def _policy(name: str, over: dict) -> dict:
 def sim_config(cfg: dict, policy: str, profiles: list[str], cores: int) -> dict:
     """The simulation's config: this host as one node of ``cores`` slots, the calibrated profiles."""
     mech = cfg["mechanism"]
+    overhead = {"name": mech, "kind": mech, "charge_start": True}
+    if mech == "stop_free":
+        overhead["ps_stop_resume"] = True     # a new PS count re-cuts the shards: real.py relaunches the job
     models = list(dict.fromkeys(cfg["trace"]["models"]))
     ps = [f"{m}_ps" for m in models] if float(cfg["trace"]["ps_share"]) > 0 else []
     return {"seed": cfg["seed"], "until": None, "progress": False, "limits": None, "observe": None,
@@ -128,7 +131,7 @@ def sim_config(cfg: dict, policy: str, profiles: list[str], cores: int) -> dict:
             "cluster": {"name": "testbed", "groups": [{"count": 1, "gpus": cores, "cpus": cores, "mem": 64 * cores,
                                                        "gpu_type": "cpu_core"}]},
             "policy": _policy(policy, cfg["policy"].get(policy)),
-            "overhead": {"name": mech, "kind": mech, "charge_start": True},
+            "overhead": overhead,
             "profile": {"name": "testbed", "zoo": True, "files": profiles, "unknown": "error",
                         "pool": {"gpu": models, "ps": ps}},
             "faults": None}

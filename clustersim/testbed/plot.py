@@ -50,9 +50,9 @@ def plot(out: Path, result: dict) -> Path:
     b.margins(y=0.12)
     h = result["host"]
     fig.suptitle(f"clustersim-testbed: {len(result['cores'])} cores, {result['mechanism']}, "
-                 f"load {h['load_1m']:.1f}/{h['load_5m']:.1f}/{h['load_15m']:.1f} at the end", fontsize=10)
+                 f"load {h['load_1m']:.1f}/{h['load_5m']:.1f}/{h['load_15m']:.1f} (1/5/15 min) before the runs", fontsize=10)
     fig.tight_layout()
     path = Path(out) / "testbed.png"
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=110, bbox_inches="tight")   # the legend below the bars stays whole
     plt.close(fig)
     return path

@@ -158,13 +158,17 @@ def fit_convergence(losses: list[float], train_fraction: float, threshold: float
 def fit_overhead(records: list[dict]) -> dict:
     """``ModelCosts`` from the measured rescales, each cost the median over sizes and repeats (EDL
     §6.1 finds the size's influence negligible; the median, because a start on a loaded host
-    varies threefold and one slow start would move a mean):
+    varies threefold and one slow start would move a mean). From the stop-resume runs, whose
+    relaunch (``pause_s - save_s - exit_s``: the launch of the processes to their first
+    iteration) is what a testbed start or resume costs, decision to first iteration:
 
-    - ``launch_s``: a fresh start, from the launch of the processes to their first iteration
-      (what a testbed start costs, decision to first iteration): the stop-resume relaunches,
-      ``pause_s - save_s - exit_s``, of n' (scale-outs) and of n processes (scale-ins);
-    - ``stop_resume_s``: the stop-resume pause, scale-outs and scale-ins alike (``ModelCosts``
-      has one figure for every stop-resume change; each direction's median is reported);
+    - ``resume_s``: the relaunch, restore included, of n' (scale-outs) and of n processes (scale-ins);
+    - ``launch_s``: a fresh start, the same relaunch without the restore (``restore_s``);
+    - ``stop_resume_s``: the stop-resume pause, scale-outs and scale-ins alike (any other change);
+      ``stop_resume_out_s`` and ``stop_resume_in_s``: each direction's own;
+
+    from the stop-free runs:
+
     - ``stop_free_prepare_s``, ``stop_free_pause_s``: the stop-free scale-outs;
     - ``scale_in_s``: the stop-free scale-ins, command to the new group trained (graceful exit).
 
@@ -173,22 +177,23 @@ def fit_overhead(records: list[dict]) -> dict:
     sf = [r for r in records if r["mechanism"] == "stop_free" and r["n_new"] > r["n_old"]]
     sf_in = [r for r in records if r["mechanism"] == "stop_free" and r["n_new"] < r["n_old"]]
     med = lambda values: float(np.median(values))  # noqa: E731
-    costs, by_direction = {}, {}
+    costs = {}
     if sr:
-        costs.update(launch_s=med([r["pause_s"] - r["save_s"] - r["exit_s"] for r in sr]),
+        relaunch = [r["pause_s"] - r["save_s"] - r["exit_s"] for r in sr]
+        costs.update(launch_s=med([x - r["restore_s"] for x, r in zip(relaunch, sr)]), resume_s=med(relaunch),
                      stop_resume_s=med([r["pause_s"] for r in sr]), checkpoint_gb=med([r["checkpoint_gb"] for r in sr]))
-        for name, keep in (("scale_out", lambda r: r["n_new"] > r["n_old"]), ("scale_in", lambda r: r["n_new"] < r["n_old"])):
+        for name, keep in (("stop_resume_out_s", lambda r: r["n_new"] > r["n_old"]),
+                           ("stop_resume_in_s", lambda r: r["n_new"] < r["n_old"])):
             pauses = [r["pause_s"] for r in sr if keep(r)]
             if pauses:
-                by_direction[name] = med(pauses)
+                costs[name] = med(pauses)
     if sf:
         costs.update(stop_free_prepare_s=med([r["prepare_s"] for r in sf]),
                      stop_free_pause_s=med([r["pause_s"] for r in sf]))
     if sf_in:
         costs["scale_in_s"] = med([r["scale_in_s"] for r in sf_in])
     ModelCosts.from_dict(costs, "calibrated overhead")          # the simulator's own validation
-    out = {"costs": costs, "not_measured": [] if sf_in else ["scale_in_s"], "heldout": {},
-           "stop_resume_s_by_direction": by_direction}
+    out = {"costs": costs, "not_measured": [] if sf_in else ["scale_in_s"], "heldout": {}}
     for name, rs, k in (("stop_resume_s", sr, "pause_s"), ("stop_free_pause_s", sf, "pause_s"),
                         ("scale_in_s", sf_in, "scale_in_s")):
         sizes = sorted({(r["n_old"], r["n_new"]) for r in rs})

@@ -29,8 +29,9 @@ end"); pause = as for a scale-out.
 The processes whose start is measured (the stop-resume relaunch, the stop-free newcomers) are
 spawned: a fresh Python that imports torch, as a relaunched task is. The workers running before
 the rescale start with the pool's start method (``start_method``, fork on CPU), since their own
-start is not measured. ``launch_s`` (ModelCosts: a fresh worker's start) is measured on the
-relaunch: from the driver's launch to the model and data built, before the restore.
+start is not measured. The relaunch is recorded in parts: ``launch_s`` from the driver's launch
+to the model and data built, ``restore_s`` the checkpoint's load; ``fit.fit_overhead`` turns them
+into ModelCosts' ``launch_s`` (a fresh start) and ``resume_s`` (a restart from the checkpoint).
 """
 
 from __future__ import annotations
@@ -166,12 +167,19 @@ def stop_resume(cfg: dict, n_old: int, n_new: int, kind: str, backend: str, work
             "launch_s": max(x["t_built"] for x in new) - t_exited, "step_s": old["step_s"]}
 
 
-def stop_free(cfg: dict, n_old: int, n_new: int, kind: str, backend: str, workdir: Path) -> dict:
+def _trained(cfg: dict, task, n_old: int, n_new: int, kind: str, backend: str) -> _Driver:
+    """A stop-free run's driver once its n_old running workers (``task``) have trained
+    ``pre_steps`` iterations: the moment the rescale begins."""
     drv = _Driver(cfg, kind)
     for r in range(n_old):
-        drv.launch(_free_old, r, n_old, n_new, kind, backend, fresh=False)
+        drv.launch(task, r, n_old, n_new, kind, backend, fresh=False)
     drv.serve()
     drv.wait_counter("steps", int(cfg["overhead"]["pre_steps"]))
+    return drv
+
+
+def stop_free(cfg: dict, n_old: int, n_new: int, kind: str, backend: str, workdir: Path) -> dict:
+    drv = _trained(cfg, _free_old, n_old, n_new, kind, backend)
     t_launch = [drv.launch(_free_new, r, n_new, kind, backend) for r in range(n_old, n_new)][0]
     drv.join()
     old = [drv.result(f"old/{r}") for r in range(n_old)]
@@ -186,11 +194,7 @@ def stop_free(cfg: dict, n_old: int, n_new: int, kind: str, backend: str, workdi
 
 def stop_free_in(cfg: dict, n_old: int, n_new: int, kind: str, backend: str, workdir: Path) -> dict:
     """A graceful scale-in n_old -> n_new < n_old (see the module's docstring)."""
-    drv = _Driver(cfg, kind)
-    for r in range(n_old):
-        drv.launch(_in_old, r, n_old, n_new, kind, backend, fresh=False)
-    drv.serve()
-    drv.wait_counter("steps", int(cfg["overhead"]["pre_steps"]))
+    drv = _trained(cfg, _in_old, n_old, n_new, kind, backend)
     t_command = time.time()
     drv.store.add("leave", 1)
     drv.join()

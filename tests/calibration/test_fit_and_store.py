@@ -61,20 +61,24 @@ def test_convergence_fit_predicts_held_out_epochs_of_an_eq1_curve():
 
 
 def test_overhead_fit_gives_model_costs_and_leave_one_size_out_error():
-    # stop-resume (n_old, n_new): pause, save, exit -> a start (relaunch to first iteration) is
-    # pause - save - exit: 5 - 0.5 - 0.5 = 4, 6 - 1 - 0 = 5, 4 - 0.5 - 0.5 = 3; median 4
+    # stop-resume (n_old, n_new): pause, save, exit, restore -> a resume (relaunch to first
+    # iteration) is pause - save - exit: 5 - 0.5 - 0.5 = 4, 6 - 1 - 0 = 5, 4 - 0.5 - 0.5 = 3; median 4;
+    # a start is that without the restore: 4 - 0.2 = 3.8, 5 - 0.4 = 4.6, 3 - 0.1 = 2.9; median 3.8
     recs = [{"mechanism": "stop_resume", "n_old": a, "n_new": b, "pause_s": p, "save_s": sv, "exit_s": ex,
-             "checkpoint_gb": 0.01}
-            for (a, b), p, sv, ex in (((1, 2), 5.0, 0.5, 0.5), ((2, 3), 6.0, 1.0, 0.0), ((2, 1), 4.0, 0.5, 0.5))]
+             "restore_s": rs, "checkpoint_gb": 0.01}
+            for (a, b), p, sv, ex, rs in (((1, 2), 5.0, 0.5, 0.5, 0.2), ((2, 3), 6.0, 1.0, 0.0, 0.4),
+                                          ((2, 1), 4.0, 0.5, 0.5, 0.1))]
     recs += [{"mechanism": "stop_free", "n_old": a, "n_new": b, "pause_s": p, "prepare_s": 4.0}
              for (a, b), p in (((1, 2), 0.5), ((2, 3), 0.5))]
     recs += [{"mechanism": "stop_free", "n_old": a, "n_new": b, "pause_s": 0.2, "scale_in_s": s}
              for (a, b), s in (((2, 1), 1.0), ((3, 2), 1.4))]
     out = fit.fit_overhead(recs)
-    # stop_resume_s: median(5, 6, 4) = 5; scale_in_s: median(1.0, 1.4) = 1.2
-    assert out["costs"] == pytest.approx({"launch_s": 4.0, "stop_resume_s": 5.0, "checkpoint_gb": 0.01,
+    # stop_resume_s: median(5, 6, 4) = 5; scale-outs median(5, 6) = 5.5, the scale-in 4;
+    # scale_in_s: median(1.0, 1.4) = 1.2
+    assert out["costs"] == pytest.approx({"launch_s": 3.8, "resume_s": 4.0, "stop_resume_s": 5.0, "checkpoint_gb": 0.01,
+                                          "stop_resume_out_s": 5.5, "stop_resume_in_s": 4.0,
                                           "stop_free_prepare_s": 4.0, "stop_free_pause_s": 0.5, "scale_in_s": 1.2})
-    assert out["not_measured"] == [] and out["stop_resume_s_by_direction"] == {"scale_out": 5.5, "scale_in": 4.0}
+    assert out["not_measured"] == []
     # leave one size out: 5 from median(4, 6) = 5 -> 0; 6 from median(5, 4) = 4.5 -> 1.5/6;
     # 4 from median(5, 6) = 5.5 -> 1.5/4; mean (0 + 0.25 + 0.375) / 3
     assert out["heldout"]["stop_resume_s"]["error"] == pytest.approx((0 + 0.25 + 0.375) / 3)

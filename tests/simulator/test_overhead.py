@@ -144,3 +144,78 @@ def test_lost_time_is_charged_per_job_and_written_to_the_jobs_table():
     assert st.overhead_gpu_s == pytest.approx(4 * 70.0)
     table = rec.jobs().to_pydict()
     assert table["overhead_s"] == [pytest.approx(70.0)] and table["overhead_gpu_s"] == [pytest.approx(280.0)]
+
+
+# Costs a calibration measures (clustersim-calibrate, simulator/calibration/fit.py): a restart from
+# the checkpoint apart from a fresh start, and each direction's stop-resume. Round numbers, so that
+# every charge below can be read off: start 4 s, resume 6 s, scale-out 15 s, scale-in 7 s, any
+# other stop-resume 10 s; stop-free: 3 s preparing, 0.5 s paused; graceful scale-in 0.2 s.
+MEASURED = ModelCosts(launch_s=4.0, resume_s=6.0, stop_resume_s=10.0, stop_resume_out_s=15.0, stop_resume_in_s=7.0,
+                      stop_free_prepare_s=3.0, stop_free_pause_s=0.5, scale_in_s=0.2)
+ONE, TWO = {"worker": {0: 1}}, {"worker": {0: 2}}
+
+
+def ps_spec(max_ps: int = 2) -> JobSpec:
+    return JobSpec(0, "p", 0.0, (RoleSpec("ps", 1, 1.0, 0, 0, 1, max_ps), RoleSpec("worker", 1, 1.0, 0, 0, 1, 2)),
+                   1000.0, 1000.0)
+
+
+def test_stop_resume_charges_a_resume_and_each_direction_its_own_measured_cost():
+    sr, s = StopResume(lambda spec: MEASURED), spec_of("x")
+    assert sr.transition(s, Change.START, {}, ONE) == Transition(pause_s=4.0)         # launch_s
+    assert sr.transition(s, Change.RESUME, {}, ONE) == Transition(pause_s=6.0)        # resume_s, not stop_resume_s 10
+    assert sr.transition(s, Change.SCALE_OUT, ONE, TWO) == Transition(pause_s=15.0)   # stop_resume_out_s
+    assert sr.transition(s, Change.SCALE_IN, TWO, ONE) == Transition(pause_s=7.0)     # stop_resume_in_s
+    assert sr.transition(s, Change.MIGRATE, ONE, {"worker": {1: 1}}) == Transition(pause_s=10.0)   # stop_resume_s
+    # without the new keys, every one of them is stop_resume_s (EDL Table 2's one figure), as before
+    plain = StopResume(lambda spec: ModelCosts(stop_resume_s=10.0))
+    for change, old, new in ((Change.RESUME, {}, ONE), (Change.SCALE_OUT, ONE, TWO), (Change.SCALE_IN, TWO, ONE)):
+        assert plain.transition(s, change, old, new) == Transition(pause_s=10.0)
+
+
+def test_stop_free_charges_a_change_of_the_ps_count_as_a_stop_resume_when_asked():
+    s = ps_spec()
+    one_ps, two_ps = {"ps": {0: 1}, "worker": {0: 1}}, {"ps": {0: 2}, "worker": {0: 1}}
+    more_workers = {"ps": {0: 1}, "worker": {0: 2}}
+    sf = make({"kind": "stop_free", "ps_stop_resume": True}, lambda spec: MEASURED)
+    # the shards are re-cut: checkpoint, relaunch, restore; a scale-out of the PS costs 15 s, a scale-in 7 s
+    assert sf.transition(s, Change.SCALE_OUT, one_ps, two_ps) == Transition(pause_s=15.0)
+    assert sf.transition(s, Change.SCALE_IN, two_ps, one_ps) == Transition(pause_s=7.0)
+    # one PS more, one worker fewer: a rescale, stop_resume_s
+    assert sf.transition(s, Change.RESCALE, more_workers, two_ps) == Transition(pause_s=10.0)
+    # workers alone still scale stop-free (3 s preparing, 0.5 s paused) and scale in gracefully (0.2 s)
+    assert sf.transition(s, Change.SCALE_OUT, one_ps, more_workers) == Transition(prepare_s=3.0, pause_s=0.5)
+    assert sf.transition(s, Change.SCALE_IN, more_workers, one_ps) == Transition(prepare_s=0.2, release_s=0.2)
+    assert sf.transition(s, Change.RESUME, {}, one_ps) == Transition(pause_s=6.0)
+    # off (the default): a new PS count is charged stop-free, as earlier configs were
+    assert StopFree(lambda spec: MEASURED).transition(s, Change.SCALE_OUT, one_ps, two_ps) == \
+        Transition(prepare_s=3.0, pause_s=0.5)
+    with pytest.raises(ValueError, match="overhead.ps_stop_resume: must be true or false"):
+        make({"kind": "stop_free", "ps_stop_resume": "yes"})
+
+
+class GrowPS(Policy):
+    """Starts the PS job at 1 PS + 1 worker, gives it a second PS at t=20, preempts it at t=50 and
+    resumes it (2 PS + 1 worker) at t=60."""
+
+    name = "grow_ps"
+    plan = {0: {"ps": {0: 1}, "worker": {0: 1}}, 20: {"ps": {0: 2}, "worker": {0: 1}}, 50: None,
+            60: {"ps": {0: 2}, "worker": {0: 1}}}
+
+    def decide(self, view):
+        d = Decision()
+        if view.now in self.plan:
+            d.allocations["p"] = self.plan[view.now]
+            later = [t for t in self.plan if t > view.now]
+            d.wakeup = min(later) - view.now if later else None
+        return d
+
+
+def test_a_ps_job_is_charged_its_start_stop_resume_and_resume_in_the_jobs_table():
+    engine = Engine(jobs(ps_spec()), cluster(1, 4), GrowPS(), progress=False,
+                    overhead=make({"kind": "stop_free", "ps_stop_resume": True}, lambda spec: MEASURED))
+    st = engine.run().states[0]
+    # start 4 s (launch_s) + the second PS 15 s (stop_resume_out_s) + the resume 6 s (resume_s) = 25 s
+    assert st.overhead_s == pytest.approx(4.0 + 15.0 + 6.0)
+    # GPU-seconds: 2 GPUs (1 PS + 1 worker) for the start, 3 for the stop-resume and the resume
+    assert st.overhead_gpu_s == pytest.approx(2 * 4.0 + 3 * 15.0 + 3 * 6.0)

@@ -64,8 +64,9 @@ def test_each_real_job_started_trained_its_work_and_finished(testbed):
 
 
 def test_the_simulation_uses_the_calibrated_ps_grid_and_rescale_costs(testbed):
-    """The PS job's simulated speed is the measured PS grid at (1 PS, 1 worker), and every
-    profile carries the calibration's measured scale-in cost, not EDL's 1.8 s."""
+    """The PS job's simulated speed is the measured PS grid at (1 PS, 1 worker), every profile
+    carries the calibration's measured costs (scale-in, not EDL's 1.8 s; resume and each
+    direction's stop-resume apart), and the simulation charges them."""
     import yaml
 
     out, _, _ = testbed
@@ -80,6 +81,13 @@ def test_the_simulation_uses_the_calibrated_ps_grid_and_rescale_costs(testbed):
     costs = fit["fits"]["overhead"]["costs"]
     assert costs["scale_in_s"] > 0 and fit["fits"]["overhead"]["not_measured"] == []
     assert table["mlp"]["overhead"]["scale_in_s"] == table["mlp_ps"]["overhead"]["scale_in_s"] == costs["scale_in_s"]
+    for key in ("resume_s", "stop_resume_out_s", "stop_resume_in_s"):
+        assert table["mlp"]["overhead"][key] == table["mlp_ps"]["overhead"][key] == costs[key] > 0
+    sim = json.loads((out / "fifo" / "sim" / "run.json").read_text())["config"]["overhead"]
+    assert sim["kind"] == "stop_free" and sim["ps_stop_resume"] is True     # a new PS count: a stop-resume
+    # FIFO starts each job once and never changes it: each simulated job is charged launch_s alone
+    jobs = pq.read_table(out / "fifo" / "sim" / "jobs.parquet").to_pylist()
+    assert [j["overhead_s"] for j in jobs] == pytest.approx([costs["launch_s"]] * 2)
 
 
 def test_comparison_is_the_arithmetic_of_the_written_runs(testbed):
