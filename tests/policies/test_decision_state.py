@@ -1,11 +1,17 @@
 """The incremental state Elastic-Tiresias and SideCar decide on: it must answer exactly what the
 full recomputation over every running job answered (the policies' outputs stay byte-identical)."""
 
+import math
 import random
 from types import SimpleNamespace
 
-from clustersim.policies.elastic_tiresias import Planned
+import pytest
+
+from clustersim.policies.elastic_tiresias import ElasticTiresias, Planned, gpu_role
 from clustersim.policies.sidecar import _Finishes
+from clustersim.simulator.engine import Engine
+from clustersim.simulator.overhead import ConstantOverhead
+from tests.factories import cluster, gpu_job, jobs
 
 
 def test_finishes_latest_and_latest_but_one_match_a_full_pass():
@@ -48,3 +54,91 @@ def test_planned_reads_the_view_unless_the_decision_changed_it():
     p.pop("b")
     p.pop("c")
     assert not p and list(p) == []
+
+
+class CheckedElasticTiresias(ElasticTiresias):
+    """Elastic-Tiresias that checks, at every decision, its donors kept across decisions against
+    a full pass over the running jobs (the code the kept state replaced)."""
+
+    def __init__(self, **params):
+        super().__init__(**params)
+        self.checks = 0
+
+    def _elastic(self, view, allocs) -> None:
+        # the kept state reflects the view's allocations (this decision's changes come after)
+        rich, listed = set(), {}
+        for jid, jv in view.running.items():
+            role = gpu_role(jv)
+            if role is None:
+                continue
+            tasks = dict(jv.allocation.get(role.name, {}))
+            if sum(tasks.values()) > self._floor(role):
+                rich.add(jid)
+            if self.jobs[jid].queue != 0 and not jv.reconfiguring:
+                listed[jid] = tasks
+        assert set(self._rich) == rich
+        assert self._listed == listed
+        assert {n: d for n, d in self._by_node.items()} == {
+            n: {j: t[n] for j, t in listed.items() if n in t} for n in {n for t in listed.values() for n in t}}
+        super()._elastic(view, allocs)
+
+    def _donors(self, view, allocs, planned):
+        kept = super()._donors(view, allocs, planned)
+        full: dict = {}
+        for jid, jv in view.running.items():
+            job = self.jobs.get(jid)
+            if job is None or job.queue == 0 or jid not in planned or jv.reconfiguring:
+                continue
+            role = gpu_role(jv)
+            if role is None:
+                continue
+            for node, c in planned[jid].get(role.name, {}).items():
+                full.setdefault(node, {})[jid] = c
+        for node in range(len(view.cluster.up)):
+            assert dict(kept.get(node, {})) == full.get(node, {})
+        self.checks += 1
+        return kept
+
+    def _donor_above_floor(self, view, allocs, planned) -> bool:
+        kept = super()._donor_above_floor(view, allocs, planned)
+        up, full = view.cluster.up, False
+        for jid, jv in view.running.items():
+            job = self.jobs.get(jid)
+            if job is None or job.queue == 0 or jid not in planned or jv.reconfiguring:
+                continue
+            role = gpu_role(jv)
+            if role is None:
+                continue
+            tasks = planned[jid].get(role.name, {})
+            if sum(tasks.values()) > self._floor(role) and any(c > 0 and up[n] for n, c in tasks.items()):
+                full = True
+                break
+        assert kept == full
+        self.checks += 1
+        return kept
+
+
+class Sqrt:
+    def rate(self, spec, alloc, cluster=None):
+        return math.sqrt(sum(sum(t.values()) for t in alloc.values()))
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_elastic_tiresias_kept_donors_match_a_full_pass(seed):
+    """Random overloaded runs (elastic and rigid jobs of 1-8 GPUs on three 4-GPU machines, every
+    change paused so that jobs reconfigure, demotions after 50 and 400 GPU-s): at every decision
+    the donors kept across decisions equal what a pass over every running job finds."""
+    rng = random.Random(seed)
+    specs = []
+    for i in range(60):
+        g = rng.choice([1, 2, 3, 4, 6, 8])
+        lo = rng.choice([None, 1, max(1, g // 2)])
+        specs.append(gpu_job(f"j{i}", rng.uniform(0, 600), g, rng.uniform(20, 900), work=rng.uniform(20, 900),
+                             min_gpus=lo, max_gpus=None if lo is None else min(g * 2, 12)))
+    pol = CheckedElasticTiresias(thresholds=[50.0, 400.0], compaction_threshold=2,
+                                 migrate_to_fewer_machines=seed % 2 == 1)
+    rec = Engine(jobs(*sorted(specs, key=lambda s: s.submit_time)), cluster(nodes=3, gpus=4), pol, speed=Sqrt(),
+                 overhead=ConstantOverhead(start_s=5.0, resume_s=5.0, rescale_s=8.0, stop_free=seed >= 2,
+                                           pause_s=2.0)).run()
+    assert rec.summary()["jobs_finished"] == 60
+    assert pol.checks > 100 and pol.compactions > 0
