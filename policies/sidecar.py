@@ -73,6 +73,7 @@ class _Base(Policy):
         self.gpus_per_host = view.cluster.capacity[:, 0]
         self._opts: dict[tuple, list] = {}    # a role's bounds -> its options (opts)
         self.max_host = self.gpus_per_host.max(initial=0)   # GPUs of the largest host
+        self._where: dict[str, tuple] = {}    # job -> (its allocation, host, GPUs): ``at``
 
     # --- the jobs the model covers
     def role(self, jv: JobView):
@@ -93,6 +94,15 @@ class _Base(Policy):
     @staticmethod
     def host(jv: JobView) -> int:
         return next(iter(nodes_of(jv.allocation)))
+
+    def at(self, jv: JobView) -> tuple[int, int]:
+        """A running job's host and GPUs, worked out once per allocation: the engine gives a
+        job a new allocation object at every change, so the same object means the same place."""
+        alloc = jv.allocation
+        hit = self._where.get(jv.job_id)
+        if hit is None or hit[0] is not alloc:
+            hit = self._where[jv.job_id] = (alloc, next(iter(nodes_of(alloc))), task_counts(alloc)[jv.roles[0].name])
+        return hit[1], hit[2]
 
     def idle(self, free: np.ndarray, jv: JobView, view: View) -> np.ndarray:
         fit = tasks_per_node(free, jv.roles[0].demand)
@@ -137,6 +147,8 @@ class _Base(Policy):
     # --- FIFO bookkeeping and the fallback
     def arrivals(self, view: View) -> None:
         gone = {j.job_id for j in view.finished}
+        for jid in gone:
+            self._where.pop(jid, None)
         for jv in view.finished:   # what a finished job ran: the size of its kind of job
             for key in (jv.model, None):
                 s = self.sizes.setdefault(key, [0.0, 0])
@@ -330,8 +342,8 @@ class SideCar(_Base):
         for vjv in sorted(view.running.values(), key=lambda j: j.index):
             if vjv.reconfiguring or self.role(vjv) is None:
                 continue
-            out.setdefault(self.host(vjv), []).append((vjv, task_counts(vjv.allocation)[vjv.roles[0].name],
-                                                        self.opts(vjv)))
+            h, n = self.at(vjv)
+            out.setdefault(h, []).append((vjv, n, self.opts(vjv)))
         return out
 
     def _finishes(self, view: View) -> "_Finishes":
@@ -340,8 +352,7 @@ class SideCar(_Base):
         for jid, jv in view.running.items():
             if self.role(jv) is None:
                 continue
-            h = self.host(jv)
-            n = task_counts(jv.allocation)[jv.roles[0].name]
+            h, n = self.at(jv)
             out.add(jid, view.now + self.remaining(jv) * self.t_iter(jv, n, h, view))
         for p in self.plans.values():
             out.add(p.job, self._planned_finish(p, view))
@@ -367,45 +378,51 @@ class SideCar(_Base):
         now = view.now
         grown = set()
         base = self._finishes(view)    # the running jobs' predictions: this loop changes none of them
-        order = [jv for _, jv in sorted(view.running.items(), key=lambda kv: kv[1].index)
-                 if self.role(jv) is not None]
+        # the candidates by index, with what the loop reads of them (fixed during it: it changes
+        # only the free GPUs, and takes out each job it grows): (job, host, GPUs, the GPUs each
+        # larger option adds, remaining iterations, the latest finish of the other jobs)
+        cands = []
+        for jv in sorted(view.running.values(), key=lambda j: j.index):
+            jid = jv.job_id
+            if self.role(jv) is None or jid in busy or jid in allocs or jv.reconfiguring:
+                continue
+            h, cur = self.at(jv)
+            cands.append((jv, h, cur, [o - cur for o in self.opts(jv) if o > cur], self.remaining(jv),
+                          base.max_except(jid)))
         while True:
-            cands = [jv for jv in order if jv.job_id not in grown and jv.job_id not in busy
-                     and jv.job_id not in allocs and not jv.reconfiguring]
+            cands = [c for c in cands if c[0].job_id not in grown]
             if not cands:
                 return
             rooms: dict = {}   # per task demand: (idle per host, the two roomiest hosts)
-            info = []
-            for jv in cands:
-                idle, top = self._room(free, jv, view, rooms)
-                info.append((jv, idle, top, self.host(jv), task_counts(jv.allocation)[jv.roles[0].name],
-                             self.opts(jv), self.remaining(jv), base.max_except(jv.job_id)))
+            rows = [self._room(free, c[0], view, rooms) for c in cands]
             total = int(max(idle.sum() for idle, _ in rooms.values()))
+            # Algorithm 2's search, GPUs added first, then the jobs by index (the first evaluated
+            # wins ties), over only the (added GPUs, job) pairs an option of the job allows
+            tries = sorted((add, i) for i, c in enumerate(cands) for add in c[3] if add <= total)
             best, pick = INF, None
-            for add in range(1, total + 1):
-                for jv, idle, top, h, cur, opts, rem, others_max in info:
-                    if cur + add not in opts:
+            for add, i in tries:
+                jv, h, cur, _, rem, others_max = cands[i]
+                idle, top = rows[i]
+                if idle[h] >= add:
+                    target, cost = h, self.restart_s(cur + add)
+                elif self.cross_host:
+                    # the roomiest other host (ties: the lowest index), if it has cur + add idle
+                    target = top[0] if top[0] != h else (top[1] if len(top) > 1 else None)
+                    if target is None or idle[target] < cur + add:
                         continue
-                    if idle[h] >= add:
-                        target, cost = h, self.restart_s(cur + add)
-                    elif self.cross_host:
-                        # the roomiest other host (ties: the lowest index), if it has cur + add idle
-                        target = top[0] if top[0] != h else (top[1] if len(top) > 1 else None)
-                        if target is None or idle[target] < cur + add:
-                            continue
-                        cost = self.pod_restart_s(cur + add)
-                    else:
-                        continue
-                    fin = now + cost + rem * self.t_iter(jv, cur + add, target, view)
-                    ms = max(others_max, fin)
-                    if ms < best:
-                        best, pick = ms, (jv, target, cur + add)
+                    cost = self.pod_restart_s(cur + add)
+                else:
+                    continue
+                fin = now + cost + rem * self.t_iter(jv, cur + add, target, view)
+                ms = max(others_max, fin)
+                if ms < best:
+                    best, pick = ms, (jv, target, cur + add)
             if pick is None:
                 return
             jv, target, n = pick
             role = jv.roles[0]
-            h = self.host(jv)
-            free[h] += np.asarray(role.demand) * task_counts(jv.allocation)[role.name]
+            h, cur = self.at(jv)
+            free[h] += np.asarray(role.demand) * cur
             free[target] -= np.asarray(role.demand) * n
             allocs[jv.job_id] = {role.name: {target: n}}
             grown.add(jv.job_id)
