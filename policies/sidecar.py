@@ -74,16 +74,31 @@ class _Base(Policy):
         self._opts: dict[tuple, list] = {}    # a role's bounds -> its options (opts)
         self.max_host = self.gpus_per_host.max(initial=0)   # GPUs of the largest host
         self._where: dict[str, tuple] = {}    # job -> (its allocation, host, GPUs): ``at``
+        self._facts: dict[str, tuple] = {}    # job -> (role or None, options, shape): ``facts``
 
     # --- the jobs the model covers
+    def facts(self, jv: JobView) -> tuple:
+        """(``role``, ``opts``, shape: task demand and options) of a job, worked out once while
+        it lives (they depend on its roles alone, read at every decision)."""
+        hit = self._facts.get(jv.job_id)
+        if hit is None:
+            roles = jv.roles
+            role = roles[0] if len(roles) == 1 and roles[0].gpu == 1 and roles[0].count <= self.max_host else None
+            if role is None:   # outside the model: no options (``fallback`` runs it)
+                hit = self._facts[jv.job_id] = (None, None, None)
+            else:
+                opts = self._options(role)
+                hit = self._facts[jv.job_id] = (role, opts, (tuple(role.demand), tuple(opts)))
+        return hit
+
     def role(self, jv: JobView):
-        roles = jv.roles
-        if len(roles) == 1 and roles[0].gpu == 1 and roles[0].count <= self.max_host:
-            return roles[0]
-        return None
+        """The job's one role of 1-GPU tasks if the model covers it (one host holds it), else None."""
+        return self.facts(jv)[0]
 
     def opts(self, jv: JobView) -> list[int]:
-        r = jv.roles[0]
+        return self.facts(jv)[1]
+
+    def _options(self, r) -> list[int]:
         key = (r.min_count, r.max_count, r.count)
         out = self._opts.get(key)
         if out is None:
@@ -149,6 +164,7 @@ class _Base(Policy):
         gone = {j.job_id for j in view.finished}
         for jid in gone:
             self._where.pop(jid, None)
+            self._facts.pop(jid, None)
         for jv in view.finished:   # what a finished job ran: the size of its kind of job
             for key in (jv.model, None):
                 s = self.sizes.setdefault(key, [0.0, 0])
@@ -244,17 +260,21 @@ class SideCar(_Base):
             self._tit.pop(jv.job_id, None)
         base = by_host = None     # predicted finishes and victims by host, once a job needs them
         stuck: set = set()        # (demand, options) that found no host and no victim, until the state changes
+        facts = self._facts
         for jid in list(self.queue):
             if jid in self.plans or jid in allocs:
                 continue
+            known = facts.get(jid)   # most waiting jobs are skipped: read their shape at once
+            if known is not None and known[2] in stuck:
+                continue
             jv = view.pending[jid]
-            if self.role(jv) is None:
+            role, _, shape = known or self.facts(jv)
+            if role is None:
                 n = len(allocs)
                 self.fallback(jv, free, allocs)
                 if len(allocs) != n:
                     stuck.clear()
                 continue
-            shape = (tuple(jv.roles[0].demand), tuple(self.opts(jv)))
             if shape in stuck:
                 continue
             if base is None:
@@ -376,6 +396,9 @@ class SideCar(_Base):
     # --- Algorithm 2: running jobs take idle GPUs
     def _reshape_up(self, view: View, free: np.ndarray, allocs: dict, busy: set) -> None:
         now = view.now
+        up = view.cluster.up
+        if not up.any() or free[up, 0].max() + EPS < 1:
+            return   # no idle GPU (as tasks_per_node counts): none to take (the model's tasks take one each)
         grown = set()
         base = self._finishes(view)    # the running jobs' predictions: this loop changes none of them
         # the candidates by index, with what the loop reads of them (fixed during it: it changes
