@@ -74,21 +74,22 @@ class _Base(Policy):
         self._opts: dict[tuple, list] = {}    # a role's bounds -> its options (opts)
         self.max_host = self.gpus_per_host.max(initial=0)   # GPUs of the largest host
         self._where: dict[str, tuple] = {}    # job -> (its allocation, host, GPUs): ``at``
-        self._facts: dict[str, tuple] = {}    # job -> (role or None, options, shape): ``facts``
+        self._facts: dict[str, tuple] = {}    # job -> (role or None, options, shape, declared, model): ``facts``
 
     # --- the jobs the model covers
     def facts(self, jv: JobView) -> tuple:
-        """(``role``, ``opts``, shape: task demand and options) of a job, worked out once while
-        it lives (they depend on its roles alone, read at every decision)."""
+        """(``role``, ``opts``, shape: task demand and options, declared iterations, model) of a
+        job, worked out once while it lives (fixed at submission, read at every decision)."""
         hit = self._facts.get(jv.job_id)
         if hit is None:
             roles = jv.roles
             role = roles[0] if len(roles) == 1 and roles[0].gpu == 1 and roles[0].count <= self.max_host else None
             if role is None:   # outside the model: no options (``fallback`` runs it)
-                hit = self._facts[jv.job_id] = (None, None, None)
+                hit = self._facts[jv.job_id] = (None, None, None, None, None)
             else:
                 opts = self._options(role)
-                hit = self._facts[jv.job_id] = (role, opts, (tuple(role.demand), tuple(opts)))
+                hit = self._facts[jv.job_id] = (role, opts, (tuple(role.demand), tuple(opts)),
+                                                jv.declared_iterations, jv.model)
         return hit
 
     def role(self, jv: JobView):
@@ -226,6 +227,7 @@ class SideCar(_Base):
     def reset(self, view: View) -> None:
         super().reset(view)
         self.plans: dict[str, _Plan] = {}
+        self._order: list | None = None    # the running jobs in the model, by index, until that set changes
         self._tit: dict = {}                # job -> {(GPUs, host): profiled iteration time}
         self.adds = self.removes = 0        # Fig. 11's adding and removing events
 
@@ -240,6 +242,8 @@ class SideCar(_Base):
     # --- decisions
     def decide(self, view: View) -> Decision:
         self.arrivals(view)
+        if view.finished or view.stopped:
+            self._order = None
         now = view.now
         allocs: dict = {}
         free = view.cluster.free_copy()
@@ -268,7 +272,7 @@ class SideCar(_Base):
             if known is not None and known[2] in stuck:
                 continue
             jv = view.pending[jid]
-            role, _, shape = known or self.facts(jv)
+            role, _, shape, _, _ = known or self.facts(jv)
             if role is None:
                 n = len(allocs)
                 self.fallback(jv, free, allocs)
@@ -293,6 +297,8 @@ class SideCar(_Base):
         self.queue = [j for j in self.queue if j not in allocs]
         if self.up and not self.queue and not self.plans:
             self._reshape_up(view, free, allocs, busy)
+        if any(jid in view.pending for jid in allocs):   # it starts: the running jobs change
+            self._order = None
         wakes = [max(p.ready - now, 1e-6) for p in self.plans.values()]
         if not self.queue and not self.plans:
             wakes.append(self.tick(view, free, allocs))
@@ -359,21 +365,41 @@ class SideCar(_Base):
         """Per host, the running jobs that may give GPUs (not reconfiguring, in the model), by
         index: (job, GPUs, its options). Jobs made busy by this decision are skipped at use."""
         out: dict[int, list] = {}
-        for vjv in sorted(view.running.values(), key=lambda j: j.index):
-            if vjv.reconfiguring or self.role(vjv) is None:
+        for vjv in self._by_index(view):
+            if vjv.reconfiguring:
                 continue
             h, n = self.at(vjv)
             out.setdefault(h, []).append((vjv, n, self.opts(vjv)))
         return out
 
+    def _by_index(self, view: View) -> list:
+        """The running jobs the model covers, by index; kept until one starts, finishes or stops."""
+        if self._order is None:
+            self._order = [jv for jv in sorted(view.running.values(), key=lambda j: j.index)
+                           if self.role(jv) is not None]
+        return self._order
+
     def _finishes(self, view: View) -> "_Finishes":
         """Predicted finish of every running job at its allocation (E4), and of planned jobs."""
-        out = _Finishes(view.now)
-        for jid, jv in view.running.items():
-            if self.role(jv) is None:
+        now = view.now
+        out = _Finishes(now)
+        facts, tit = self._facts, self._tit
+        totals: dict = {}   # the expected iterations of undeclared jobs, per model (``remaining``)
+        for jid, jv in view.running.items():   # every running job: kept to what changes (progress)
+            f = facts.get(jid) or self.facts(jv)
+            if f[0] is None:
                 continue
             h, n = self.at(jv)
-            out.add(jid, view.now + self.remaining(jv) * self.t_iter(jv, n, h, view))
+            t = tit.get(jid, {}).get((n, h))
+            if t is None:
+                t = self.t_iter(jv, n, h, view)
+            total = f[3]
+            if total is None:
+                total = totals.get(f[4])
+                if total is None:
+                    s = self.sizes.get(f[4]) or self.sizes.get(None)
+                    total = totals[f[4]] = s[0] / s[1] if s else self.prior
+            out.add(jid, now + max(total - jv.iterations_done, 0.0) * t)
         for p in self.plans.values():
             out.add(p.job, self._planned_finish(p, view))
         return out
@@ -405,9 +431,9 @@ class SideCar(_Base):
         # only the free GPUs, and takes out each job it grows): (job, host, GPUs, the GPUs each
         # larger option adds, remaining iterations, the latest finish of the other jobs)
         cands = []
-        for jv in sorted(view.running.values(), key=lambda j: j.index):
+        for jv in self._by_index(view):
             jid = jv.job_id
-            if self.role(jv) is None or jid in busy or jid in allocs or jv.reconfiguring:
+            if jid in busy or jid in allocs or jv.reconfiguring:
                 continue
             h, cur = self.at(jv)
             cands.append((jv, h, cur, [o - cur for o in self.opts(jv) if o > cur], self.remaining(jv),

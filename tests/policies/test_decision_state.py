@@ -8,8 +8,9 @@ from types import SimpleNamespace
 import pytest
 
 from clustersim.policies.elastic_tiresias import ElasticTiresias, Planned, gpu_role
-from clustersim.policies.sidecar import _Finishes
-from clustersim.simulator.engine import Engine
+from clustersim.policies.sidecar import SideCar, _Finishes
+from clustersim.simulator.engine import Engine, Observe
+from clustersim.simulator.job import nodes_of, task_counts
 from clustersim.simulator.overhead import ConstantOverhead
 from tests.factories import cluster, gpu_job, jobs
 
@@ -142,3 +143,78 @@ def test_elastic_tiresias_kept_donors_match_a_full_pass(seed):
                                            pause_s=2.0)).run()
     assert rec.summary()["jobs_finished"] == 60
     assert pol.checks > 100 and pol.compactions > 0
+
+
+class CheckedSideCar(SideCar):
+    """SideCar that checks, at every use, what it keeps across decisions (each job's place and
+    options, the running jobs by index) and its predicted finishes against a full pass."""
+
+    def __init__(self, **params):
+        super().__init__(**params)
+        self.checks = 0
+
+    def _full_order(self, view):
+        return [jv.job_id for jv in sorted(view.running.values(), key=lambda j: j.index)
+                if len(jv.roles) == 1 and jv.roles[0].gpu == 1 and jv.roles[0].count <= self.max_host]
+
+    def _by_index(self, view):
+        kept = super()._by_index(view)
+        assert [jv.job_id for jv in kept] == self._full_order(view)
+        return kept
+
+    def _finishes(self, view):
+        kept = super()._finishes(view)
+        full = {}
+        for jid in self._full_order(view):
+            jv = view.running[jid]
+            host = next(iter(nodes_of(jv.allocation)))
+            n = task_counts(jv.allocation)["worker"]
+            full[jid] = view.now + self.remaining(jv) * jv.profiled.iteration_time({"worker": {host: n}})
+        for p in self.plans.values():
+            full[p.job] = self._planned_finish(p, view)
+        assert kept.max == max(full.values(), default=view.now)
+        for jid in list(full) + ["absent"]:
+            assert kept.max_except(jid) == max((t for j, t in full.items() if j != jid), default=view.now)
+        self.checks += 1
+        return kept
+
+    def _victims(self, view):
+        kept = super()._victims(view)
+        full: dict = {}
+        for jid in self._full_order(view):
+            jv = view.running[jid]
+            if not jv.reconfiguring:
+                full.setdefault(next(iter(nodes_of(jv.allocation))), []).append(
+                    (jid, task_counts(jv.allocation)["worker"], self.opts(jv)))
+        assert {h: [(v.job_id, n, o) for v, n, o in vs] for h, vs in kept.items()} == full
+        return kept
+
+
+class JobSpeed:
+    """Iterations/s by GPU count, faster for some jobs (so that predictions differ by job)."""
+
+    def rate(self, spec, alloc, cluster=None):
+        n = sum(sum(t.values()) for t in alloc.values())
+        return {1: 1.0, 2: 1.8, 4: 3.0, 8: 4.0}.get(n, n * 0.5) * (1.0 + 0.5 * (spec.index % 3))
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_sidecar_kept_state_matches_a_full_pass(seed):
+    """Random runs on two 8-GPU hosts (jobs of 1-8 one-GPU workers, elastic over {1, 2, 4, 8},
+    a few of 12 workers that the model does not cover; declared iterations or per-model means
+    of the finished jobs; changes that pause): at every decision what SideCar keeps across
+    decisions equals a full pass over the running jobs."""
+    rng = random.Random(seed)
+    specs = []
+    for i in range(50):
+        g = rng.choice([1, 2, 4, 8, 8, 12]) if i % 10 == 9 else rng.choice([1, 2, 4, 8])
+        lo, hi = (None, None) if g == 12 else (1, 8)
+        work = rng.uniform(100, 3000)
+        specs.append(gpu_job(f"j{i}", rng.uniform(0, 4000), g, work, work=work, min_gpus=lo, max_gpus=hi,
+                             model=rng.choice(["a", "b", None])))
+    pol = CheckedSideCar(container_init_s=20.0)
+    rec = Engine(jobs(*sorted(specs, key=lambda s: s.submit_time)), cluster(nodes=2, gpus=8), pol,
+                 speed=JobSpeed(), overhead=ConstantOverhead(start_s=5.0, rescale_s=10.0),
+                 observe=Observe(declared_iterations=seed % 2 == 0)).run()
+    assert rec.summary()["jobs_finished"] == 50
+    assert pol.checks > 50 and pol.adds > 0 and pol.removes > 0
