@@ -73,7 +73,7 @@ class _Base(Policy):
         self.gpus_per_host = view.cluster.capacity[:, 0]
         self._opts: dict[tuple, list] = {}    # a role's bounds -> its options (opts)
         self.max_host = self.gpus_per_host.max(initial=0)   # GPUs of the largest host
-        self._where: dict[str, tuple] = {}    # job -> (its allocation, host, GPUs): ``at``
+        self._where: dict[str, tuple] = {}    # job -> (its allocation, host, GPUs, s/iteration there): ``place``
         self._facts: dict[str, tuple] = {}    # job -> (role or None, options, shape, declared, model): ``facts``
 
     # --- the jobs the model covers
@@ -111,14 +111,16 @@ class _Base(Policy):
     def host(jv: JobView) -> int:
         return next(iter(nodes_of(jv.allocation)))
 
-    def at(self, jv: JobView) -> tuple[int, int]:
-        """A running job's host and GPUs, worked out once per allocation: the engine gives a
-        job a new allocation object at every change, so the same object means the same place."""
+    def place(self, jv: JobView, view: View) -> tuple:
+        """A running job's (allocation, host, GPUs, profiled seconds per iteration there), worked
+        out once per allocation: the engine gives a job a new allocation object at every change,
+        so the same object means the same place."""
         alloc = jv.allocation
         hit = self._where.get(jv.job_id)
         if hit is None or hit[0] is not alloc:
-            hit = self._where[jv.job_id] = (alloc, next(iter(nodes_of(alloc))), task_counts(alloc)[jv.roles[0].name])
-        return hit[1], hit[2]
+            h, n = next(iter(nodes_of(alloc))), task_counts(alloc)[jv.roles[0].name]
+            hit = self._where[jv.job_id] = (alloc, h, n, self.t_iter(jv, n, h, view))
+        return hit
 
     def idle(self, free: np.ndarray, jv: JobView, view: View) -> np.ndarray:
         fit = tasks_per_node(free, jv.roles[0].demand)
@@ -368,7 +370,7 @@ class SideCar(_Base):
         for vjv in self._by_index(view):
             if vjv.reconfiguring:
                 continue
-            h, n = self.at(vjv)
+            h, n = self.place(vjv, view)[1:3]
             out.setdefault(h, []).append((vjv, n, self.opts(vjv)))
         return out
 
@@ -383,23 +385,21 @@ class SideCar(_Base):
         """Predicted finish of every running job at its allocation (E4), and of planned jobs."""
         now = view.now
         out = _Finishes(now)
-        facts, tit = self._facts, self._tit
+        facts, where = self._facts, self._where
         totals: dict = {}   # the expected iterations of undeclared jobs, per model (``remaining``)
-        for jid, jv in view.running.items():   # every running job: kept to what changes (progress)
-            f = facts.get(jid) or self.facts(jv)
-            if f[0] is None:
-                continue
-            h, n = self.at(jv)
-            t = tit.get(jid, {}).get((n, h))
-            if t is None:
-                t = self.t_iter(jv, n, h, view)
+        for jv in self._by_index(view):   # every running job in the model: kept to what changes (progress)
+            jid = jv.job_id
+            w = where.get(jid)
+            if w is None or w[0] is not jv.allocation:
+                w = self.place(jv, view)
+            f = facts[jid]
             total = f[3]
             if total is None:
                 total = totals.get(f[4])
                 if total is None:
                     s = self.sizes.get(f[4]) or self.sizes.get(None)
                     total = totals[f[4]] = s[0] / s[1] if s else self.prior
-            out.add(jid, now + max(total - jv.iterations_done, 0.0) * t)
+            out.add(jid, now + max(total - jv.iterations_done, 0.0) * w[3])
         for p in self.plans.values():
             out.add(p.job, self._planned_finish(p, view))
         return out
@@ -435,7 +435,7 @@ class SideCar(_Base):
             jid = jv.job_id
             if jid in busy or jid in allocs or jv.reconfiguring:
                 continue
-            h, cur = self.at(jv)
+            h, cur = self.place(jv, view)[1:3]
             cands.append((jv, h, cur, [o - cur for o in self.opts(jv) if o > cur], self.remaining(jv),
                           base.max_except(jid)))
         while True:
@@ -470,7 +470,7 @@ class SideCar(_Base):
                 return
             jv, target, n = pick
             role = jv.roles[0]
-            h, cur = self.at(jv)
+            h, cur = self.place(jv, view)[1:3]
             free[h] += np.asarray(role.demand) * cur
             free[target] -= np.asarray(role.demand) * n
             allocs[jv.job_id] = {role.name: {target: n}}
