@@ -426,18 +426,23 @@ class SideCar(_Base):
         if not up.any() or free[up, 0].max() + EPS < 1:
             return   # no idle GPU (as tasks_per_node counts): none to take (the model's tasks take one each)
         grown = set()
-        base = self._finishes(view)    # the running jobs' predictions: this loop changes none of them
         # the candidates by index, with what the loop reads of them (fixed during it: it changes
         # only the free GPUs, and takes out each job it grows): (job, host, GPUs, the GPUs each
-        # larger option adds, remaining iterations, the latest finish of the other jobs)
+        # larger option adds, remaining iterations, the latest finish of the other jobs). A job at
+        # its largest option can take nothing: it is no candidate (nor is its task demand's idle
+        # count then looked at, which bounds only its own tries)
         cands = []
         for jv in self._by_index(view):
-            jid = jv.job_id
-            if jid in busy or jid in allocs or jv.reconfiguring:
+            if jv.job_id in busy or jv.job_id in allocs or jv.reconfiguring:
                 continue
             h, cur = self.place(jv, view)[1:3]
-            cands.append((jv, h, cur, [o - cur for o in self.opts(jv) if o > cur], self.remaining(jv),
-                          base.max_except(jid)))
+            adds = [o - cur for o in self.opts(jv) if o > cur]
+            if adds:
+                cands.append((jv, h, cur, adds))
+        if not cands:
+            return
+        base = self._finishes(view)    # the running jobs' predictions: this loop changes none of them
+        cands = [(jv, h, cur, adds, self.remaining(jv), base.max_except(jv.job_id)) for jv, h, cur, adds in cands]
         while True:
             cands = [c for c in cands if c[0].job_id not in grown]
             if not cands:
