@@ -560,7 +560,10 @@ class ElasticTiresias(Tiresias):
     # ------------------------------------------------------------------ R2: expansion
     def _expand(self, view, allocs, free, planned) -> None:
         heap = []
-        for jid in planned:   # running jobs, and those the base plan starts now
+        # the elastic jobs that run after this decision: those running (kept, ``_held``) that the
+        # decision leaves as they are, and those it changes or starts (the heap's order is by gain)
+        jids = [jid for jid in self._held if jid in planned and jid not in planned.new] + list(planned.new)
+        for jid in jids:
             jv = view.running.get(jid) or view.pending[jid]
             role = gpu_role(jv)
             if role is None or jv.reconfiguring or jid in self._dropped:

@@ -78,6 +78,8 @@ class CheckedElasticTiresias(ElasticTiresias):
             if self.jobs[jid].queue != 0 and not jv.reconfiguring:
                 listed[jid] = tasks
         assert set(self._rich) == rich
+        assert self._held == {jid: dict(jv.allocation.get(gpu_role(jv).name, {})) for jid, jv in view.running.items()
+                              if gpu_role(jv) is not None}
         assert self._listed == listed
         assert {n: d for n, d in self._by_node.items()} == {
             n: {j: t[n] for j, t in listed.items() if n in t} for n in {n for t in listed.values() for n in t}}
