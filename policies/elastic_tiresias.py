@@ -98,6 +98,12 @@ class ElasticTiresias(Tiresias):
         self.shapes: dict[str, tuple] = {}       # job -> what R1's search reads of it (_shape)
         self.min_task_gpu = float("inf")         # the smallest per-task GPU demand of any job seen
         self._admitted: list = []                # the jobs the latest base plan admitted
+        # R1's donors kept across decisions, by the allocations this policy gave (_note, _list):
+        self._rich: dict[str, None] = {}         # running elastic jobs holding more than their floor
+        self._held: dict[str, dict] = {}         # running elastic job -> its GPU role's tasks per node
+        self._busy: dict[str, None] = {}         # of those, the ones changed since they last were seen idle
+        self._listed: dict[str, dict] = {}       # donors: held, not busy, outside G0 (-> tasks per node)
+        self._by_node: dict[int, dict] = {}      # node -> {donor: its tasks there}
         cap = view.cluster.capacity[:, 0]
         self.m = int(cap.max()) if len(cap) else 1
         self.compactions = self.expansions = self.straggler_removals = 0
@@ -127,19 +133,73 @@ class ElasticTiresias(Tiresias):
         super()._started(jobs, now)
 
     def _finish(self, job) -> None:
-        for d in (self.size, self.reserved, self.speed, self.best, self.shapes):
+        for d in (self.size, self.reserved, self.speed, self.best, self.shapes, self._rich, self._held, self._busy):
             d.pop(job.view.job_id, None)
+        self._list(job.view.job_id)
         self.grown.discard(job.view.job_id)
         super()._finish(job)
 
     # ------------------------------------------------------------------ decisions
+    def _enqueue(self, job, q: int, key: tuple) -> None:
+        super()._enqueue(job, q, key)
+        if job.view.job_id in self._held:   # a running job changed queue: a donor only outside G0
+            self._list(job.view.job_id)
+
     def decide(self, view: View) -> Decision:
+        for jv in view.stopped:   # a failure stopped it: it holds nothing
+            for d in (self._rich, self._held, self._busy):
+                d.pop(jv.job_id, None)
+            self._list(jv.job_id)
+        running = view.running
+        for jid in list(self._busy):   # a change ends (the job reconfigures no more): a donor again
+            jv = running.get(jid)
+            if jv is not None and not jv.reconfiguring:   # (a finished job leaves in _finish)
+                del self._busy[jid]
+                self._list(jid)
         base = super().decide(view)
         allocs = dict(base.allocations)
         self._wake: float | None = None
         self._elastic(view, allocs)
+        for jid, alloc in allocs.items():   # the allocations the view shows at the next decision
+            self._note(view, jid, alloc)
         wakeups = [w for w in (base.wakeup, self._wake) if w is not None]
         return Decision(allocs, min(wakeups) if wakeups else None)
+
+    def _note(self, view, jid: str, alloc) -> None:
+        """Keep ``_rich`` (the running elastic jobs holding more than their floor, by the
+        allocations this policy gave them) as a decision changes an allocation: the donor check
+        then looks at these jobs and at the decision's own changes, not at every running job."""
+        jv = view.running.get(jid) or view.pending.get(jid)
+        role = gpu_role(jv) if alloc and jv is not None else None
+        if role is None:
+            for d in (self._rich, self._held, self._busy):
+                d.pop(jid, None)
+        else:
+            tasks = self._held[jid] = dict(alloc.get(role.name, {}))
+            self._busy[jid] = None   # it may reconfigure: no donor until a decision sees it idle
+            if sum(tasks.values()) > self._floor(role):
+                self._rich[jid] = None
+            else:
+                self._rich.pop(jid, None)
+        self._list(jid)
+
+    def _list(self, jid: str) -> None:
+        """List ``jid`` in ``_by_node`` if it is a donor at the view's allocations (held, seen not
+        reconfiguring since its last change, outside G0), else take it out."""
+        by_node = self._by_node
+        old = self._listed.pop(jid, None)
+        if old is not None:
+            for n in old:
+                d = by_node[n]
+                del d[jid]
+                if not d:
+                    del by_node[n]
+        tasks = self._held.get(jid)
+        job = self.jobs.get(jid)
+        if tasks is not None and jid not in self._busy and job is not None and job.queue != 0:
+            self._listed[jid] = tasks
+            for n, c in tasks.items():
+                by_node.setdefault(n, {})[jid] = c
 
     def _later(self, seconds: float) -> None:
         self._wake = seconds if self._wake is None else min(self._wake, seconds)
@@ -277,10 +337,6 @@ class ElasticTiresias(Tiresias):
         role = roles[0]
         p_req = role.count
         k = max(1, math.ceil(p_req / self.m))          # footnote 6: at most ceil(p_i/m) machines
-        if self._donor_cache is None:
-            self._donor_cache = self._donors(view, allocs, planned)
-            self._donor_room = None
-        per_node = self._donor_cache
         if self._donor_room is None:
             self._donor_room = self._donor_above_floor(view, allocs, planned)
         idle, top = self._idle(view, free, role.demand)
@@ -292,6 +348,14 @@ class ElasticTiresias(Tiresias):
         shape = self._shape(jv, role, lo)
         if shape in self._failed:
             return   # a job of the same shape found no start in this same state
+        if not self._donor_room and k == 1:
+            # every donor at its floor gives nothing: on one machine only idle GPUs count, so
+            # the donors need not be listed (on k > 1 machines their GPUs rank the machines)
+            per_node = {}
+        else:
+            if self._donor_cache is None:
+                self._donor_cache = self._donors(view, allocs, planned)
+            per_node = self._donor_cache
         best = None
         for nodes in self._options(view, free, role.demand, k, idle, per_node):
             plan = self._best_take(view, jv, role, nodes, idle, per_node, free, planned)
@@ -325,20 +389,30 @@ class ElasticTiresias(Tiresias):
         # the victims' GPUs come free once their leaving workers exit: hold them for the job
         self.reserved[jv.job_id] = (alloc, view.now + self.reserve_timeout_s)
 
-    def _donors(self, view, allocs, planned) -> dict[int, list]:
+    def _donors(self, view, allocs, planned) -> "Overlay":
         """Per node, the running jobs that may give GPUs: elastic, outside G0, not reconfiguring,
-        still running after the base plan; (job id, tasks on the node)."""
-        out: dict[int, list] = {}
-        for jid, jv in view.running.items():
+        still running after the base plan; {job id: tasks on the node}. The kept lists
+        (``_by_node``) with this decision's changes (``allocs``) laid over the nodes they touch."""
+        by_node, over = self._by_node, {}
+
+        def node(n):
+            d = over.get(n)
+            if d is None:
+                d = over[n] = dict(by_node.get(n, {}))
+            return d
+        for jid in allocs:
+            for n in self._listed.get(jid, ()):
+                node(n).pop(jid, None)
+            jv = view.running.get(jid)
+            if jv is None or jid not in planned or jv.reconfiguring:
+                continue
             job = self.jobs.get(jid)
-            if job is None or job.queue == 0 or jid not in planned or jv.reconfiguring:
-                continue
             role = gpu_role(jv)
-            if role is None:
+            if job is None or job.queue == 0 or role is None:
                 continue
-            for node, c in planned[jid].get(role.name, {}).items():
-                out.setdefault(node, []).append((jid, c))
-        return out
+            for n, c in planned[jid].get(role.name, {}).items():
+                node(n)[jid] = c
+        return Overlay(by_node, over)
 
     def _idle(self, view, free, demand) -> tuple:
         """Tasks of ``demand`` that fit each node now, and the counts of the up nodes, largest
@@ -366,7 +440,7 @@ class ElasticTiresias(Tiresias):
                 if up[node] and (idle[node] > 0 or per_node.get(node)):
                     options.append([node])
         else:
-            avail = {n: int(idle[n]) + sum(c for _, c in per_node.get(n, ())) for n in range(len(free)) if up[n]}
+            avail = {n: int(idle[n]) + sum(per_node.get(n, {}).values()) for n in range(len(free)) if up[n]}
             options.append(sorted(avail, key=lambda n: (-avail[n], n))[:k])
         self._idle_room[key] = options
         return options
@@ -383,20 +457,29 @@ class ElasticTiresias(Tiresias):
 
     def _donor_above_floor(self, view, allocs, planned) -> bool:
         """Whether a donor (``_donors``) holds more than its floor and a GPU on an up node: R1 can
-        take GPUs from it. One pass over the running jobs that stops at the first such donor."""
-        up = view.cluster.up
-        jobs = self.jobs
-        for jid, jv in view.running.items():
-            job = jobs.get(jid)
-            if job is None or job.queue == 0 or jid not in planned or jv.reconfiguring:
-                continue
-            role = gpu_role(jv)
-            if role is None:
-                continue
-            tasks = planned[jid].get(role.name, {})
-            if sum(tasks.values()) > self._floor(role) and any(c > 0 and up[n] for n, c in tasks.items()):
+        take GPUs from it. Only the jobs above their floor at the view's allocations (``_rich``)
+        and those this decision changed can be; stops at the first such donor."""
+        running = view.running
+        for jid in self._rich:
+            if jid not in allocs and self._gives(view, running[jid], running[jid].allocation):
+                return True
+        for jid in allocs:
+            if jid in running and jid in planned and self._gives(view, running[jid], planned[jid]):
                 return True
         return False
+
+    def _gives(self, view, jv, alloc) -> bool:
+        """A running job R1 may shrink (a donor, ``_donors``) that holds more than its floor on
+        ``alloc`` and a GPU on an up node."""
+        job = self.jobs.get(jv.job_id)
+        if job is None or job.queue == 0 or jv.reconfiguring:
+            return False
+        role = gpu_role(jv)
+        if role is None:
+            return False
+        tasks = alloc.get(role.name, {})
+        up = view.cluster.up
+        return sum(tasks.values()) > self._floor(role) and any(c > 0 and up[n] for n, c in tasks.items())
 
     def _lowest(self, role) -> int:
         """The fewest GPUs a waiting job may start on: its minimum if elastic, else its request."""
@@ -416,14 +499,14 @@ class ElasticTiresias(Tiresias):
         floor = {}
         heap = []
         for node in nodes:
-            for vid, _ in per_node.get(node, ()):
+            for vid in per_node.get(node, ()):
                 if vid in counts:
                     continue
                 vjv = view.running[vid]
                 vrole = vjv.roles[0]
                 counts[vid] = sum(planned[vid].get(vrole.name, {}).values())
                 floor[vid] = self._floor(vrole)
-        left = {(vid, node): c for node in nodes for vid, c in per_node.get(node, ())}
+        left = {(vid, node): c for node in nodes for vid, c in per_node.get(node, {}).items()}
         for (vid, node), c in left.items():
             if counts[vid] > floor[vid] and c > 0:
                 heapq.heappush(heap, (self._loss(view.running[vid], counts[vid]), vid, node))
@@ -477,7 +560,10 @@ class ElasticTiresias(Tiresias):
     # ------------------------------------------------------------------ R2: expansion
     def _expand(self, view, allocs, free, planned) -> None:
         heap = []
-        for jid in planned:   # running jobs, and those the base plan starts now
+        # the elastic jobs that run after this decision: those running (kept, ``_held``) that the
+        # decision leaves as they are, and those it changes or starts (the heap's order is by gain)
+        jids = [jid for jid in self._held if jid in planned and jid not in planned.new] + list(planned.new)
+        for jid in jids:
             jv = view.running.get(jid) or view.pending[jid]
             role = gpu_role(jv)
             if role is None or jv.reconfiguring or jid in self._dropped:
@@ -686,3 +772,17 @@ class Planned:
 
     def __bool__(self) -> bool:
         return bool(self.new) or any(jid not in self.gone for jid in self.running)
+
+
+class Overlay:
+    """Per node, {donor: tasks}: the kept lists with a decision's changed nodes laid over them
+    (read only; ``get`` as a dict's)."""
+
+    def __init__(self, base: dict, over: dict):
+        self.base, self.over = base, over
+
+    def get(self, node, default=None):
+        d = self.over.get(node)
+        if d is None:
+            d = self.base.get(node)
+        return default if d is None else d

@@ -73,16 +73,33 @@ class _Base(Policy):
         self.gpus_per_host = view.cluster.capacity[:, 0]
         self._opts: dict[tuple, list] = {}    # a role's bounds -> its options (opts)
         self.max_host = self.gpus_per_host.max(initial=0)   # GPUs of the largest host
+        self._where: dict[str, tuple] = {}    # job -> (its allocation, host, GPUs, s/iteration there): ``place``
+        self._facts: dict[str, tuple] = {}    # job -> (role or None, options, shape, declared, model): ``facts``
 
     # --- the jobs the model covers
+    def facts(self, jv: JobView) -> tuple:
+        """(``role``, ``opts``, shape: task demand and options, declared iterations, model) of a
+        job, worked out once while it lives (fixed at submission, read at every decision)."""
+        hit = self._facts.get(jv.job_id)
+        if hit is None:
+            roles = jv.roles
+            role = roles[0] if len(roles) == 1 and roles[0].gpu == 1 and roles[0].count <= self.max_host else None
+            if role is None:   # outside the model: no options (``fallback`` runs it)
+                hit = self._facts[jv.job_id] = (None, None, None, None, None)
+            else:
+                opts = self._options(role)
+                hit = self._facts[jv.job_id] = (role, opts, (tuple(role.demand), tuple(opts)),
+                                                jv.declared_iterations, jv.model)
+        return hit
+
     def role(self, jv: JobView):
-        roles = jv.roles
-        if len(roles) == 1 and roles[0].gpu == 1 and roles[0].count <= self.max_host:
-            return roles[0]
-        return None
+        """The job's one role of 1-GPU tasks if the model covers it (one host holds it), else None."""
+        return self.facts(jv)[0]
 
     def opts(self, jv: JobView) -> list[int]:
-        r = jv.roles[0]
+        return self.facts(jv)[1]
+
+    def _options(self, r) -> list[int]:
         key = (r.min_count, r.max_count, r.count)
         out = self._opts.get(key)
         if out is None:
@@ -93,6 +110,17 @@ class _Base(Policy):
     @staticmethod
     def host(jv: JobView) -> int:
         return next(iter(nodes_of(jv.allocation)))
+
+    def place(self, jv: JobView, view: View) -> tuple:
+        """A running job's (allocation, host, GPUs, profiled seconds per iteration there), worked
+        out once per allocation: the engine gives a job a new allocation object at every change,
+        so the same object means the same place."""
+        alloc = jv.allocation
+        hit = self._where.get(jv.job_id)
+        if hit is None or hit[0] is not alloc:
+            h, n = next(iter(nodes_of(alloc))), task_counts(alloc)[jv.roles[0].name]
+            hit = self._where[jv.job_id] = (alloc, h, n, self.t_iter(jv, n, h, view))
+        return hit
 
     def idle(self, free: np.ndarray, jv: JobView, view: View) -> np.ndarray:
         fit = tasks_per_node(free, jv.roles[0].demand)
@@ -137,6 +165,9 @@ class _Base(Policy):
     # --- FIFO bookkeeping and the fallback
     def arrivals(self, view: View) -> None:
         gone = {j.job_id for j in view.finished}
+        for jid in gone:
+            self._where.pop(jid, None)
+            self._facts.pop(jid, None)
         for jv in view.finished:   # what a finished job ran: the size of its kind of job
             for key in (jv.model, None):
                 s = self.sizes.setdefault(key, [0.0, 0])
@@ -198,6 +229,7 @@ class SideCar(_Base):
     def reset(self, view: View) -> None:
         super().reset(view)
         self.plans: dict[str, _Plan] = {}
+        self._order: list | None = None    # the running jobs in the model, by index, until that set changes
         self._tit: dict = {}                # job -> {(GPUs, host): profiled iteration time}
         self.adds = self.removes = 0        # Fig. 11's adding and removing events
 
@@ -212,6 +244,8 @@ class SideCar(_Base):
     # --- decisions
     def decide(self, view: View) -> Decision:
         self.arrivals(view)
+        if view.finished or view.stopped:
+            self._order = None
         now = view.now
         allocs: dict = {}
         free = view.cluster.free_copy()
@@ -232,17 +266,21 @@ class SideCar(_Base):
             self._tit.pop(jv.job_id, None)
         base = by_host = None     # predicted finishes and victims by host, once a job needs them
         stuck: set = set()        # (demand, options) that found no host and no victim, until the state changes
+        facts = self._facts
         for jid in list(self.queue):
             if jid in self.plans or jid in allocs:
                 continue
+            known = facts.get(jid)   # most waiting jobs are skipped: read their shape at once
+            if known is not None and known[2] in stuck:
+                continue
             jv = view.pending[jid]
-            if self.role(jv) is None:
+            role, _, shape, _, _ = known or self.facts(jv)
+            if role is None:
                 n = len(allocs)
                 self.fallback(jv, free, allocs)
                 if len(allocs) != n:
                     stuck.clear()
                 continue
-            shape = (tuple(jv.roles[0].demand), tuple(self.opts(jv)))
             if shape in stuck:
                 continue
             if base is None:
@@ -261,6 +299,8 @@ class SideCar(_Base):
         self.queue = [j for j in self.queue if j not in allocs]
         if self.up and not self.queue and not self.plans:
             self._reshape_up(view, free, allocs, busy)
+        if any(jid in view.pending for jid in allocs):   # it starts: the running jobs change
+            self._order = None
         wakes = [max(p.ready - now, 1e-6) for p in self.plans.values()]
         if not self.queue and not self.plans:
             wakes.append(self.tick(view, free, allocs))
@@ -327,22 +367,39 @@ class SideCar(_Base):
         """Per host, the running jobs that may give GPUs (not reconfiguring, in the model), by
         index: (job, GPUs, its options). Jobs made busy by this decision are skipped at use."""
         out: dict[int, list] = {}
-        for vjv in sorted(view.running.values(), key=lambda j: j.index):
-            if vjv.reconfiguring or self.role(vjv) is None:
+        for vjv in self._by_index(view):
+            if vjv.reconfiguring:
                 continue
-            out.setdefault(self.host(vjv), []).append((vjv, task_counts(vjv.allocation)[vjv.roles[0].name],
-                                                        self.opts(vjv)))
+            h, n = self.place(vjv, view)[1:3]
+            out.setdefault(h, []).append((vjv, n, self.opts(vjv)))
         return out
+
+    def _by_index(self, view: View) -> list:
+        """The running jobs the model covers, by index; kept until one starts, finishes or stops."""
+        if self._order is None:
+            self._order = [jv for jv in sorted(view.running.values(), key=lambda j: j.index)
+                           if self.role(jv) is not None]
+        return self._order
 
     def _finishes(self, view: View) -> "_Finishes":
         """Predicted finish of every running job at its allocation (E4), and of planned jobs."""
-        out = _Finishes(view.now)
-        for jid, jv in view.running.items():
-            if self.role(jv) is None:
-                continue
-            h = self.host(jv)
-            n = task_counts(jv.allocation)[jv.roles[0].name]
-            out.add(jid, view.now + self.remaining(jv) * self.t_iter(jv, n, h, view))
+        now = view.now
+        out = _Finishes(now)
+        facts, where = self._facts, self._where
+        totals: dict = {}   # the expected iterations of undeclared jobs, per model (``remaining``)
+        for jv in self._by_index(view):   # every running job in the model: kept to what changes (progress)
+            jid = jv.job_id
+            w = where.get(jid)
+            if w is None or w[0] is not jv.allocation:
+                w = self.place(jv, view)
+            f = facts[jid]
+            total = f[3]
+            if total is None:
+                total = totals.get(f[4])
+                if total is None:
+                    s = self.sizes.get(f[4]) or self.sizes.get(None)
+                    total = totals[f[4]] = s[0] / s[1] if s else self.prior
+            out.add(jid, now + max(total - jv.iterations_done, 0.0) * w[3])
         for p in self.plans.values():
             out.add(p.job, self._planned_finish(p, view))
         return out
@@ -365,47 +422,61 @@ class SideCar(_Base):
     # --- Algorithm 2: running jobs take idle GPUs
     def _reshape_up(self, view: View, free: np.ndarray, allocs: dict, busy: set) -> None:
         now = view.now
+        up = view.cluster.up
+        if not up.any() or free[up, 0].max() + EPS < 1:
+            return   # no idle GPU (as tasks_per_node counts): none to take (the model's tasks take one each)
         grown = set()
+        # the candidates by index, with what the loop reads of them (fixed during it: it changes
+        # only the free GPUs, and takes out each job it grows): (job, host, GPUs, the GPUs each
+        # larger option adds, remaining iterations, the latest finish of the other jobs). A job at
+        # its largest option can take nothing: it is no candidate (nor is its task demand's idle
+        # count then looked at, which bounds only its own tries)
+        cands = []
+        for jv in self._by_index(view):
+            if jv.job_id in busy or jv.job_id in allocs or jv.reconfiguring:
+                continue
+            h, cur = self.place(jv, view)[1:3]
+            adds = [o - cur for o in self.opts(jv) if o > cur]
+            if adds:
+                cands.append((jv, h, cur, adds))
+        if not cands:
+            return
         base = self._finishes(view)    # the running jobs' predictions: this loop changes none of them
-        order = [jv for _, jv in sorted(view.running.items(), key=lambda kv: kv[1].index)
-                 if self.role(jv) is not None]
+        cands = [(jv, h, cur, adds, self.remaining(jv), base.max_except(jv.job_id)) for jv, h, cur, adds in cands]
         while True:
-            cands = [jv for jv in order if jv.job_id not in grown and jv.job_id not in busy
-                     and jv.job_id not in allocs and not jv.reconfiguring]
+            cands = [c for c in cands if c[0].job_id not in grown]
             if not cands:
                 return
             rooms: dict = {}   # per task demand: (idle per host, the two roomiest hosts)
-            info = []
-            for jv in cands:
-                idle, top = self._room(free, jv, view, rooms)
-                info.append((jv, idle, top, self.host(jv), task_counts(jv.allocation)[jv.roles[0].name],
-                             self.opts(jv), self.remaining(jv), base.max_except(jv.job_id)))
+            rows = [self._room(free, c[0], view, rooms) for c in cands]
             total = int(max(idle.sum() for idle, _ in rooms.values()))
+            # Algorithm 2's search, GPUs added first, then the jobs by index (the first evaluated
+            # wins ties), over only the (added GPUs, job) pairs an option of the job allows
+            tries = sorted((add, i) for i, c in enumerate(cands) for add in c[3] if add <= total)
             best, pick = INF, None
-            for add in range(1, total + 1):
-                for jv, idle, top, h, cur, opts, rem, others_max in info:
-                    if cur + add not in opts:
+            for add, i in tries:
+                jv, h, cur, _, rem, others_max = cands[i]
+                idle, top = rows[i]
+                if idle[h] >= add:
+                    target, cost = h, self.restart_s(cur + add)
+                elif self.cross_host:
+                    # the roomiest other host (ties: the lowest index), if it has cur + add idle
+                    target = top[0] if top[0] != h else (top[1] if len(top) > 1 else None)
+                    if target is None or idle[target] < cur + add:
                         continue
-                    if idle[h] >= add:
-                        target, cost = h, self.restart_s(cur + add)
-                    elif self.cross_host:
-                        # the roomiest other host (ties: the lowest index), if it has cur + add idle
-                        target = top[0] if top[0] != h else (top[1] if len(top) > 1 else None)
-                        if target is None or idle[target] < cur + add:
-                            continue
-                        cost = self.pod_restart_s(cur + add)
-                    else:
-                        continue
-                    fin = now + cost + rem * self.t_iter(jv, cur + add, target, view)
-                    ms = max(others_max, fin)
-                    if ms < best:
-                        best, pick = ms, (jv, target, cur + add)
+                    cost = self.pod_restart_s(cur + add)
+                else:
+                    continue
+                fin = now + cost + rem * self.t_iter(jv, cur + add, target, view)
+                ms = max(others_max, fin)
+                if ms < best:
+                    best, pick = ms, (jv, target, cur + add)
             if pick is None:
                 return
             jv, target, n = pick
             role = jv.roles[0]
-            h = self.host(jv)
-            free[h] += np.asarray(role.demand) * task_counts(jv.allocation)[role.name]
+            h, cur = self.place(jv, view)[1:3]
+            free[h] += np.asarray(role.demand) * cur
             free[target] -= np.asarray(role.demand) * n
             allocs[jv.job_id] = {role.name: {target: n}}
             grown.add(jv.job_id)

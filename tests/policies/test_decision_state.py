@@ -1,11 +1,18 @@
 """The incremental state Elastic-Tiresias and SideCar decide on: it must answer exactly what the
 full recomputation over every running job answered (the policies' outputs stay byte-identical)."""
 
+import math
 import random
 from types import SimpleNamespace
 
-from clustersim.policies.elastic_tiresias import Planned
-from clustersim.policies.sidecar import _Finishes
+import pytest
+
+from clustersim.policies.elastic_tiresias import ElasticTiresias, Planned, gpu_role
+from clustersim.policies.sidecar import SideCar, _Finishes
+from clustersim.simulator.engine import Engine, Observe
+from clustersim.simulator.job import nodes_of, task_counts
+from clustersim.simulator.overhead import ConstantOverhead
+from tests.factories import cluster, gpu_job, jobs
 
 
 def test_finishes_latest_and_latest_but_one_match_a_full_pass():
@@ -48,3 +55,168 @@ def test_planned_reads_the_view_unless_the_decision_changed_it():
     p.pop("b")
     p.pop("c")
     assert not p and list(p) == []
+
+
+class CheckedElasticTiresias(ElasticTiresias):
+    """Elastic-Tiresias that checks, at every decision, its donors kept across decisions against
+    a full pass over the running jobs (the code the kept state replaced)."""
+
+    def __init__(self, **params):
+        super().__init__(**params)
+        self.checks = 0
+
+    def _elastic(self, view, allocs) -> None:
+        # the kept state reflects the view's allocations (this decision's changes come after)
+        rich, listed = set(), {}
+        for jid, jv in view.running.items():
+            role = gpu_role(jv)
+            if role is None:
+                continue
+            tasks = dict(jv.allocation.get(role.name, {}))
+            if sum(tasks.values()) > self._floor(role):
+                rich.add(jid)
+            if self.jobs[jid].queue != 0 and not jv.reconfiguring:
+                listed[jid] = tasks
+        assert set(self._rich) == rich
+        assert self._held == {jid: dict(jv.allocation.get(gpu_role(jv).name, {})) for jid, jv in view.running.items()
+                              if gpu_role(jv) is not None}
+        assert self._listed == listed
+        assert {n: d for n, d in self._by_node.items()} == {
+            n: {j: t[n] for j, t in listed.items() if n in t} for n in {n for t in listed.values() for n in t}}
+        super()._elastic(view, allocs)
+
+    def _donors(self, view, allocs, planned):
+        kept = super()._donors(view, allocs, planned)
+        full: dict = {}
+        for jid, jv in view.running.items():
+            job = self.jobs.get(jid)
+            if job is None or job.queue == 0 or jid not in planned or jv.reconfiguring:
+                continue
+            role = gpu_role(jv)
+            if role is None:
+                continue
+            for node, c in planned[jid].get(role.name, {}).items():
+                full.setdefault(node, {})[jid] = c
+        for node in range(len(view.cluster.up)):
+            assert dict(kept.get(node, {})) == full.get(node, {})
+        self.checks += 1
+        return kept
+
+    def _donor_above_floor(self, view, allocs, planned) -> bool:
+        kept = super()._donor_above_floor(view, allocs, planned)
+        up, full = view.cluster.up, False
+        for jid, jv in view.running.items():
+            job = self.jobs.get(jid)
+            if job is None or job.queue == 0 or jid not in planned or jv.reconfiguring:
+                continue
+            role = gpu_role(jv)
+            if role is None:
+                continue
+            tasks = planned[jid].get(role.name, {})
+            if sum(tasks.values()) > self._floor(role) and any(c > 0 and up[n] for n, c in tasks.items()):
+                full = True
+                break
+        assert kept == full
+        self.checks += 1
+        return kept
+
+
+class Sqrt:
+    def rate(self, spec, alloc, cluster=None):
+        return math.sqrt(sum(sum(t.values()) for t in alloc.values()))
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_elastic_tiresias_kept_donors_match_a_full_pass(seed):
+    """Random overloaded runs (elastic and rigid jobs of 1-8 GPUs on three 4-GPU machines, every
+    change paused so that jobs reconfigure, demotions after 50 and 400 GPU-s): at every decision
+    the donors kept across decisions equal what a pass over every running job finds."""
+    rng = random.Random(seed)
+    specs = []
+    for i in range(60):
+        g = rng.choice([1, 2, 3, 4, 6, 8])
+        lo = rng.choice([None, 1, max(1, g // 2)])
+        specs.append(gpu_job(f"j{i}", rng.uniform(0, 600), g, rng.uniform(20, 900), work=rng.uniform(20, 900),
+                             min_gpus=lo, max_gpus=None if lo is None else min(g * 2, 12)))
+    pol = CheckedElasticTiresias(thresholds=[50.0, 400.0], compaction_threshold=2,
+                                 migrate_to_fewer_machines=seed % 2 == 1)
+    rec = Engine(jobs(*sorted(specs, key=lambda s: s.submit_time)), cluster(nodes=3, gpus=4), pol, speed=Sqrt(),
+                 overhead=ConstantOverhead(start_s=5.0, resume_s=5.0, rescale_s=8.0, stop_free=seed >= 2,
+                                           pause_s=2.0)).run()
+    assert rec.summary()["jobs_finished"] == 60
+    assert pol.checks > 100 and pol.compactions > 0
+
+
+class CheckedSideCar(SideCar):
+    """SideCar that checks, at every use, what it keeps across decisions (each job's place and
+    options, the running jobs by index) and its predicted finishes against a full pass."""
+
+    def __init__(self, **params):
+        super().__init__(**params)
+        self.checks = 0
+
+    def _full_order(self, view):
+        return [jv.job_id for jv in sorted(view.running.values(), key=lambda j: j.index)
+                if len(jv.roles) == 1 and jv.roles[0].gpu == 1 and jv.roles[0].count <= self.max_host]
+
+    def _by_index(self, view):
+        kept = super()._by_index(view)
+        assert [jv.job_id for jv in kept] == self._full_order(view)
+        return kept
+
+    def _finishes(self, view):
+        kept = super()._finishes(view)
+        full = {}
+        for jid in self._full_order(view):
+            jv = view.running[jid]
+            host = next(iter(nodes_of(jv.allocation)))
+            n = task_counts(jv.allocation)["worker"]
+            full[jid] = view.now + self.remaining(jv) * jv.profiled.iteration_time({"worker": {host: n}})
+        for p in self.plans.values():
+            full[p.job] = self._planned_finish(p, view)
+        assert kept.max == max(full.values(), default=view.now)
+        for jid in list(full) + ["absent"]:
+            assert kept.max_except(jid) == max((t for j, t in full.items() if j != jid), default=view.now)
+        self.checks += 1
+        return kept
+
+    def _victims(self, view):
+        kept = super()._victims(view)
+        full: dict = {}
+        for jid in self._full_order(view):
+            jv = view.running[jid]
+            if not jv.reconfiguring:
+                full.setdefault(next(iter(nodes_of(jv.allocation))), []).append(
+                    (jid, task_counts(jv.allocation)["worker"], self.opts(jv)))
+        assert {h: [(v.job_id, n, o) for v, n, o in vs] for h, vs in kept.items()} == full
+        return kept
+
+
+class JobSpeed:
+    """Iterations/s by GPU count, faster for some jobs (so that predictions differ by job)."""
+
+    def rate(self, spec, alloc, cluster=None):
+        n = sum(sum(t.values()) for t in alloc.values())
+        return {1: 1.0, 2: 1.8, 4: 3.0, 8: 4.0}.get(n, n * 0.5) * (1.0 + 0.5 * (spec.index % 3))
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_sidecar_kept_state_matches_a_full_pass(seed):
+    """Random runs on two 8-GPU hosts (jobs of 1-8 one-GPU workers, elastic over {1, 2, 4, 8},
+    a few of 12 workers that the model does not cover; declared iterations or per-model means
+    of the finished jobs; changes that pause): at every decision what SideCar keeps across
+    decisions equals a full pass over the running jobs."""
+    rng = random.Random(seed)
+    specs = []
+    for i in range(50):
+        g = rng.choice([1, 2, 4, 8, 8, 12]) if i % 10 == 9 else rng.choice([1, 2, 4, 8])
+        lo, hi = (None, None) if g == 12 else (1, 8)
+        work = rng.uniform(100, 3000)
+        specs.append(gpu_job(f"j{i}", rng.uniform(0, 4000), g, work, work=work, min_gpus=lo, max_gpus=hi,
+                             model=rng.choice(["a", "b", None])))
+    pol = CheckedSideCar(container_init_s=20.0)
+    rec = Engine(jobs(*sorted(specs, key=lambda s: s.submit_time)), cluster(nodes=2, gpus=8), pol,
+                 speed=JobSpeed(), overhead=ConstantOverhead(start_s=5.0, rescale_s=10.0),
+                 observe=Observe(declared_iterations=seed % 2 == 0)).run()
+    assert rec.summary()["jobs_finished"] == 50
+    assert pol.checks > 50 and pol.adds > 0 and pol.removes > 0
