@@ -145,6 +145,7 @@ class Engine:
         self.events = 0
         self.decisions = 0
         self._max_events = self.limits.max_events or 1000 * len(self.jobs) + 100_000
+        self._max_sim_time = self.limits.max_sim_time   # read at every handled event
         self._moving = 0          # jobs training at a positive rate now
         self._moved = False       # some job trained since the last decision
         self._idle_decisions = 0  # consecutive decisions at which nothing progressed
@@ -283,7 +284,7 @@ class Engine:
                                f"limits.max_events) at t={self.now:g} s with {len(self.running)} running, "
                                f"{len(self.pending)} pending, {self._done} finished, {self.decisions:,} decisions: "
                                "the policy is likely waking or changing allocations without end")
-        cap = self.limits.max_sim_time
+        cap = self._max_sim_time
         if cap is not None and self.now > cap:
             raise RunawayError(f"{self._who}: simulated time passed limits.max_sim_time={cap:g} s with "
                                f"{len(self.running)} running and {len(self.pending)} pending")
