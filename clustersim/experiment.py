@@ -23,7 +23,7 @@ from clustersim.simulator import cluster as cluster_mod
 from clustersim.simulator import faults as faults_mod
 from clustersim.simulator import overhead as overhead_mod
 from clustersim.simulator.arrow import compute as pc
-from clustersim.simulator.engine import Engine, Limits, Observe
+from clustersim.simulator.engine import Engine, Limits, Observe, fewer_collections
 from clustersim.simulator.errors import ConfigError, OutputError, UnfinishedJobsError
 from clustersim.simulator.metrics import Recorder, atomic_write, format_summary
 from clustersim.simulator.params import Count, Range, check_params
@@ -98,7 +98,8 @@ def load_trace(cfg: dict | DictConfig, seed: int = 0) -> tuple[pa.Table, LoadRep
     the load report (rejects, drops, transforms) for the run's metadata."""
     if isinstance(cfg, DictConfig):
         cfg = OmegaConf.to_container(cfg, resolve=True)
-    return load_trace_table(cfg, seed)
+    with fewer_collections():   # a row's objects per job, none cyclic (simulator/engine.py)
+        return load_trace_table(cfg, seed)
 
 
 def trace_gpu_demand(table: pa.Table) -> tuple[float, float]:
@@ -131,7 +132,8 @@ def _build(c: dict, table: pa.Table | None, trace_report: LoadReport | None) -> 
         trace_report.oversize = oversize_record
         trace_report.jobs = table.num_rows
     assignment = Assignment.from_config(c["profile"])
-    jobs = build_jobs(table, f"trace {c['trace'].get('name')}", assignment, cluster, seed)
+    with fewer_collections():   # a spec per job, none cyclic (simulator/engine.py)
+        jobs = build_jobs(table, f"trace {c['trace'].get('name')}", assignment, cluster, seed)
     params = dict(c["policy"])
     name, interval = params.pop("name"), params.pop("decision_interval", None)
     slot = params.pop("decision_slot", "aligned")

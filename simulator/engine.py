@@ -16,7 +16,9 @@ an event in the heap: the loop runs it once every event up to its time has been 
 
 from __future__ import annotations
 
+import gc
 import math
+from contextlib import contextmanager
 from dataclasses import dataclass
 from heapq import heappop, heappush
 from operator import attrgetter
@@ -72,6 +74,23 @@ class Observe:
     declared_iterations: bool = False   # jobs declare their iterations (JobView.declared_iterations)
 
 
+@contextmanager
+def fewer_collections(young: int = 100_000):
+    """Python's cyclic collector with a larger youngest generation (``young`` new containers
+    between collections; CPython's default is 700), the old thresholds restored on exit. The engine
+    makes a job state per job and short-lived tuples per event, almost none of them cyclic, so the
+    default's many young collections, each re-walking the survivors, cost 5-10% of a replay's CPU
+    (choice; docs/performance.md). Garbage is the same; only when cycles are freed changes. The
+    threshold is process-wide: engines run one at a time per process (nested ones restore in order),
+    and one already set higher is kept."""
+    old = gc.get_threshold()
+    gc.set_threshold(max(young, old[0]), *old[1:])
+    try:
+        yield
+    finally:
+        gc.set_threshold(*old)
+
+
 class Engine:
     # Called as ``_wait_until(t)`` before anything at time ``t`` is handled; it must schedule
     # nothing. None in a simulation (time jumps); the testbed (clustersim/testbed/real.py) waits
@@ -99,7 +118,8 @@ class Engine:
         self.limits = limits or Limits()
         self.observe = observe or Observe()
         self.jobs = sorted(jobs, key=attrgetter("submit_time", "index"))
-        self.states = {j.job_id: JobState(j) for j in self.jobs}
+        with fewer_collections():
+            self.states = {j.job_id: JobState(j) for j in self.jobs}
         if len(self.states) != len(self.jobs):
             raise ValueError("job ids must be unique")
         self.now = 0.0
@@ -145,6 +165,7 @@ class Engine:
         self.events = 0
         self.decisions = 0
         self._max_events = self.limits.max_events or 1000 * len(self.jobs) + 100_000
+        self._max_sim_time = self.limits.max_sim_time   # read at every handled event
         self._moving = 0          # jobs training at a positive rate now
         self._moved = False       # some job trained since the last decision
         self._idle_decisions = 0  # consecutive decisions at which nothing progressed
@@ -165,7 +186,8 @@ class Engine:
         if self.jobs:
             self._at(self.jobs[0].submit_time, self._arrive)
         try:
-            self._loop()
+            with fewer_collections():
+                self._loop()
         finally:
             self._bar.close()
         now = self.now
@@ -283,7 +305,7 @@ class Engine:
                                f"limits.max_events) at t={self.now:g} s with {len(self.running)} running, "
                                f"{len(self.pending)} pending, {self._done} finished, {self.decisions:,} decisions: "
                                "the policy is likely waking or changing allocations without end")
-        cap = self.limits.max_sim_time
+        cap = self._max_sim_time
         if cap is not None and self.now > cap:
             raise RunawayError(f"{self._who}: simulated time passed limits.max_sim_time={cap:g} s with "
                                f"{len(self.running)} running and {len(self.pending)} pending")

@@ -39,6 +39,9 @@ class Recorder:
         self._events: dict[str, list | array] = {"time": array("d"), "job_id": [], "kind": [],
                                                  "gpus_before": array("d"), "gpus_after": array("d"),
                                                  "overhead_s": array("d")}
+        e = self._events   # their appends, bound once: the recorder's hot path is one event per change
+        self._append_event = tuple(e[k].append for k in ("time", "job_id", "kind", "gpus_before", "gpus_after",
+                                                         "overhead_s"))
         self._nodes: dict[str, list] = {"time": [], "node": [], "up": []}
         self.states: list[JobState] = []
         self.unfinished: list[dict] = []
@@ -69,13 +72,13 @@ class Recorder:
 
     def event(self, now: float, st: JobState, kind: str, lost: float, gpus_before: float | None = None,
               gpus_after: float | None = None) -> None:
-        e = self._events
-        e["time"].append(now)
-        e["job_id"].append(st.spec.job_id)
-        e["kind"].append(kind)
-        e["gpus_before"].append(st.gpus if gpus_before is None else gpus_before)
-        e["gpus_after"].append(st.gpus if gpus_after is None else gpus_after)
-        e["overhead_s"].append(lost)
+        time, job_id, kinds, before, after, overhead_s = self._append_event
+        time(now)
+        job_id(st.spec.job_id)
+        kinds(kind)
+        before(st.gpus if gpus_before is None else gpus_before)
+        after(st.gpus if gpus_after is None else gpus_after)
+        overhead_s(lost)
         self._typed_segment(now, st, kind)
 
     @property

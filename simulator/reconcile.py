@@ -42,6 +42,7 @@ def reconcile(wanted: Mapping[str, Allocation | None], states: Mapping[str, JobS
     ``who`` names the policy in errors."""
     planned = []
     transition = overhead.transition
+    holding = False   # some changed job holds resources now
     for job_id, alloc in wanted.items():
         st = states.get(job_id)
         if st is None or not active(job_id):
@@ -51,6 +52,13 @@ def reconcile(wanted: Mapping[str, Allocation | None], states: Mapping[str, JobS
             change = classify(st, new)
             tr = FREE if change in STOPS else transition(st.spec, change, st.allocation, new)
             planned.append((st, new, change, tr, gpus))
+            holding = holding or bool(st.allocation)
+    if not holding:
+        # the common decision: only jobs that hold nothing start or resume. Nothing is released,
+        # scaled in or handed over, so the changes are known once every job has taken its own.
+        for st, new, _, _, _ in planned:
+            cluster.take(st.spec, new, who)
+        return [JobChange(st, new, change, tr, gpus) for st, new, change, tr, gpus in planned]
     for st, _, _, _, _ in planned:
         if st.allocation:
             cluster.release(st.spec, st.allocation)

@@ -387,3 +387,25 @@ def test_a_wakeup_asked_again_for_the_same_time_is_one_event():
     engine.run()
     assert p.times == [0.0, 10.0, 20.0, 30.0, 100.0, 200.0, 210.0, 220.0, 230.0]
     assert pushed.count("_wake") == 1
+
+
+def test_a_run_gives_the_collector_its_thresholds_back_even_when_the_policy_fails():
+    import gc
+
+    class Watching(Fifo):
+        def decide(self, view):
+            seen.append(gc.get_threshold()[0])
+            return super().decide(view)
+
+    class Broken(Policy):
+        name = "broken"
+
+        def decide(self, view):
+            return None
+
+    before, seen = gc.get_threshold(), []
+    run(jobs(gpu_job("a", 0.0, 2, 10.0)), Watching())
+    assert seen and min(seen) >= 100_000 and gc.get_threshold() == before   # raised while running only
+    with pytest.raises(PolicyError, match="not a Decision"):
+        run(jobs(gpu_job("a", 0.0, 2, 10.0)), Broken())
+    assert gc.get_threshold() == before

@@ -5,6 +5,7 @@ from dataclasses import replace
 
 import pytest
 
+from clustersim.simulator.cluster import CapacityError
 from clustersim.simulator.errors import PolicyError
 from clustersim.simulator.job import JobSpec, JobState, RoleSpec, Status, Tasks
 from clustersim.simulator.overhead import FREE, Change, ConstantOverhead, Transition
@@ -75,6 +76,24 @@ def test_a_job_neither_pending_nor_running_cannot_be_changed():
     c, states = setup()
     with pytest.raises(PolicyError, match="job 'b' is not pending or running"):
         reconcile({"b": {"worker": {1: 4}}}, states, lambda j: j == "a", c, ConstantOverhead(), WHO)
+
+
+def test_a_decision_of_starts_only_takes_on_free_nodes_without_releasing_anything():
+    # the common decision (no changed job holds resources) skips releases and graceful exits, but
+    # not the cluster's check: b starts on node 1's 4 free GPUs; c (it ran before: first_start set)
+    # asking for node 1 as well is refused, naming the job, as on the general path.
+    c, states = setup()
+    states["c"] = JobState(replace(gpu_job("c", 0.0, 2, 100.0), index=2), first_start=5.0)
+    out = reconcile({"b": {"worker": {1: 4}}}, states, lambda j: True, c, ConstantOverhead(start_s=10.0), WHO)
+    assert [(ch.kind, ch.transition, ch.gpus, ch.lingering) for ch in out] == [
+        (Change.START, Transition(pause_s=10.0), 4.0, None)]
+    assert list(c.free[:, 0]) == [0.0, 0.0]        # a holds node 0's 4 GPUs, b took node 1's 4
+    with pytest.raises(CapacityError, match="job 'c'.*node 1, which has 0 free"):
+        reconcile({"c": {"worker": {1: 2}}}, states, lambda j: True, c, ConstantOverhead(resume_s=7.0), WHO)
+    c.release(states["b"].spec, out[0].new)        # b gives node 1 back: c resumes there, paying resume_s
+    out = reconcile({"c": {"worker": {1: 2}}}, states, lambda j: True, c, ConstantOverhead(resume_s=7.0), WHO)
+    assert [(ch.kind, ch.transition, ch.gpus) for ch in out] == [(Change.RESUME, Transition(pause_s=7.0), 2.0)]
+    assert list(c.free[:, 0]) == [0.0, 2.0]
 
 
 class Graceful:
