@@ -20,7 +20,7 @@ from __future__ import annotations
 import statistics
 import time
 
-from clustersim.simulator.calibration.store import PointStore, point_key
+from clustersim.simulator.calibration.store import PointStore, point_key, shuffled_rounds
 
 KIND = "dataparallel"
 
@@ -38,13 +38,7 @@ def points(cfg: dict) -> list[tuple[int, int]]:
 
 def rounds(cfg: dict) -> list[tuple[int, int, int]]:
     """Every (N, b, round), each round's points in a seeded random order."""
-    import random
-    grid, out = points(cfg), []
-    for r in range(int(cfg["dataparallel"]["repeats"])):
-        order = list(grid)
-        random.Random(r).shuffle(order)
-        out += [(n, b, r) for n, b in order]
-    return out
+    return shuffled_rounds(points(cfg), cfg["dataparallel"]["repeats"])
 
 
 def measure(cfg: dict, store_path: str, progress: bool = False) -> list[dict]:

@@ -24,7 +24,7 @@ from __future__ import annotations
 import statistics
 import time
 
-from clustersim.simulator.calibration.store import PointStore, point_key
+from clustersim.simulator.calibration.store import PointStore, point_key, shuffled_rounds
 
 KIND = "ps"
 
@@ -42,13 +42,7 @@ def points(cfg: dict) -> list[tuple[int, int]]:
 
 def rounds(cfg: dict) -> list[tuple[int, int, int]]:
     """Every (p, w, round), each round's points in a seeded random order."""
-    import random
-    grid, out = points(cfg), []
-    for r in range(int(cfg["ps"]["repeats"])):
-        order = list(grid)
-        random.Random(r).shuffle(order)
-        out += [(p, w, r) for p, w in order]
-    return out
+    return shuffled_rounds(points(cfg), cfg["ps"]["repeats"])
 
 
 def worker_batch(cfg: dict, w: int) -> int:

@@ -17,6 +17,18 @@ def point_key(kind: str, **fields) -> str:
     return json.dumps({"kind": kind, **fields}, sort_keys=True, separators=(",", ":"), default=str)
 
 
+def shuffled_rounds(grid: list[tuple], repeats: int) -> list[tuple]:
+    """Every grid point once per round, (*point, round), each round in an order seeded by its
+    number: a drift of the host over the sweep spreads over the points instead of following the grid."""
+    import random
+    out = []
+    for r in range(int(repeats)):
+        order = list(grid)
+        random.Random(r).shuffle(order)
+        out += [(*pt, r) for pt in order]
+    return out
+
+
 class PointStore:
     def __init__(self, path: str | Path):
         self.path = Path(path)

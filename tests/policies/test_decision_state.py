@@ -85,17 +85,22 @@ class CheckedElasticTiresias(ElasticTiresias):
             n: {j: t[n] for j, t in listed.items() if n in t} for n in {n for t in listed.values() for n in t}}
         super()._elastic(view, allocs)
 
-    def _donors(self, view, allocs, planned):
-        kept = super()._donors(view, allocs, planned)
-        full: dict = {}
+    def _candidates(self, view, planned):
+        """The full pass's donor candidates: (job, GPU role, planned tasks by node) of every running,
+        demotable (queue > 0), planned job that is not reconfiguring."""
         for jid, jv in view.running.items():
             job = self.jobs.get(jid)
             if job is None or job.queue == 0 or jid not in planned or jv.reconfiguring:
                 continue
             role = gpu_role(jv)
-            if role is None:
-                continue
-            for node, c in planned[jid].get(role.name, {}).items():
+            if role is not None:
+                yield jid, role, planned[jid].get(role.name, {})
+
+    def _donors(self, view, allocs, planned):
+        kept = super()._donors(view, allocs, planned)
+        full: dict = {}
+        for jid, _, tasks in self._candidates(view, planned):
+            for node, c in tasks.items():
                 full.setdefault(node, {})[jid] = c
         for node in range(len(view.cluster.up)):
             assert dict(kept.get(node, {})) == full.get(node, {})
@@ -105,14 +110,7 @@ class CheckedElasticTiresias(ElasticTiresias):
     def _donor_above_floor(self, view, allocs, planned) -> bool:
         kept = super()._donor_above_floor(view, allocs, planned)
         up, full = view.cluster.up, False
-        for jid, jv in view.running.items():
-            job = self.jobs.get(jid)
-            if job is None or job.queue == 0 or jid not in planned or jv.reconfiguring:
-                continue
-            role = gpu_role(jv)
-            if role is None:
-                continue
-            tasks = planned[jid].get(role.name, {})
+        for _, role, tasks in self._candidates(view, planned):
             if sum(tasks.values()) > self._floor(role) and any(c > 0 and up[n] for n, c in tasks.items()):
                 full = True
                 break
