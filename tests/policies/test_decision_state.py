@@ -157,12 +157,26 @@ class CheckedSideCar(SideCar):
         return [jv.job_id for jv in sorted(view.running.values(), key=lambda j: j.index)
                 if len(jv.roles) == 1 and jv.roles[0].gpu == 1 and jv.roles[0].count <= self.max_host]
 
-    def _by_index(self, view):
-        kept = super()._by_index(view)
-        assert [jv.job_id for jv in kept] == self._full_order(view)
-        return kept
+    def _check_kept(self, view):
+        """The running jobs kept (host, GPUs, profiled speed there) and those that may give or
+        take GPUs, by index, equal what the view holds now."""
+        order = self._full_order(view)
+        assert sorted(self._run) == sorted(order)
+        givers, takers = {}, []
+        for jid in order:
+            jv, rec = view.running[jid], self._run[jid]
+            host, n = next(iter(nodes_of(jv.allocation))), task_counts(jv.allocation)["worker"]
+            assert (rec.jv, rec.host, rec.gpus) == (jv, host, n)
+            assert rec.t == jv.profiled.iteration_time({"worker": {host: n}})
+            if min(self.opts(jv)) < n:
+                givers.setdefault(host, []).append((jv.index, jid))
+            if max(self.opts(jv)) > n:
+                takers.append((jv.index, jid))
+        assert {h: k for h, k in self._givers.items() if k} == givers
+        assert self._takers == takers
 
     def _finishes(self, view):
+        self._check_kept(view)
         kept = super()._finishes(view)
         full = {}
         for jid in self._full_order(view):
@@ -183,7 +197,8 @@ class CheckedSideCar(SideCar):
         full: dict = {}
         for jid in self._full_order(view):
             jv = view.running[jid]
-            if not jv.reconfiguring:
+            # a job that may give GPUs: not reconfiguring, with an option below its count
+            if not jv.reconfiguring and min(self.opts(jv)) < task_counts(jv.allocation)["worker"]:
                 full.setdefault(next(iter(nodes_of(jv.allocation))), []).append(
                     (jid, task_counts(jv.allocation)["worker"], self.opts(jv)))
         assert {h: [(v.job_id, n, o) for v, n, o in vs] for h, vs in kept.items()} == full
