@@ -330,7 +330,7 @@ class SideCar(_Base):
         busy.update(allocs)   # reshaped by this decision already: its view is not yet up to date
         base = by_host = None     # predicted finishes and victims by host, once a job needs them
         # shapes (demand and options, or a first fit's demands and counts) that found no host and no
-        # victim, and the idle GPUs per demand, until a plan or a start changes the free GPUs
+        # victim, and the idle GPUs per task demand, until a plan or a start changes the free GPUs
         stuck: set = set()
         idles: dict = {}
         for jid in self._in_line(stuck):
@@ -349,9 +349,9 @@ class SideCar(_Base):
                 continue
             if base is None:
                 base, by_host = self._finishes(view), self._victims(view)
-            idle = idles.get(shape)
+            idle = idles.get(role.demand)
             if idle is None:
-                idle = idles[shape] = self.idle(free, jv, view).tolist()
+                idle = idles[role.demand] = self.idle(free, jv, view).tolist()
             plan, feasible = self._incoming(jv, view, idle, busy, base, by_host)
             if not feasible:
                 stuck.add(shape)
@@ -412,10 +412,13 @@ class SideCar(_Base):
         holder = base.top[0][1] if base.top else None
         # the hosts where an option fits on idle GPUs (none on a host that is down) or a job may give
         lo = opts[0]
-        hosts = [h for h, x in enumerate(idle) if x >= lo]
-        if self.down and by_host:
+        hosts = (h for h, x in enumerate(idle) if x >= lo)
+        givers = self.down and by_host
+        if givers:
             hosts = sorted(set(hosts).union(h for h in by_host if up[h]))
         for h in hosts:
+            if not givers and best <= floor:
+                break   # only plans on idle GPUs are left, none strictly better
             idle_h = idle[h]
             on_host = by_host.get(h, ()) if self.down else ()
             for n in opts:
