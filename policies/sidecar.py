@@ -37,9 +37,10 @@ larger than a host) run at their request, first fit, FIFO. docs/policies/sidecar
 
 from __future__ import annotations
 
-from typing import Annotated
-
+from bisect import bisect_left, insort
 from dataclasses import dataclass
+from heapq import heapify, heappop, heappush
+from typing import Annotated
 
 import numpy as np
 
@@ -73,24 +74,31 @@ class _Base(Policy):
         self.gpus_per_host = view.cluster.capacity[:, 0]
         self._opts: dict[tuple, list] = {}    # a role's bounds -> its options (opts)
         self.max_host = self.gpus_per_host.max(initial=0)   # GPUs of the largest host
-        self._where: dict[str, tuple] = {}    # job -> (its allocation, host, GPUs, s/iteration there): ``place``
         self._facts: dict[str, tuple] = {}    # job -> (role or None, options, shape, declared, model): ``facts``
+        self._shapes: dict[tuple, int] = {}   # shape -> its number (``_shape``)
 
     # --- the jobs the model covers
     def facts(self, jv: JobView) -> tuple:
         """(``role``, ``opts``, shape: task demand and options, declared iterations, model) of a
-        job, worked out once while it lives (fixed at submission, read at every decision)."""
+        job, worked out once while it lives (fixed at submission, read at every decision). The
+        shape of a job outside the model is what its first fit reads: each role's demand and count."""
         hit = self._facts.get(jv.job_id)
         if hit is None:
             roles = jv.roles
             role = roles[0] if len(roles) == 1 and roles[0].gpu == 1 and roles[0].count <= self.max_host else None
-            if role is None:   # outside the model: no options (``fallback`` runs it)
-                hit = self._facts[jv.job_id] = (None, None, None, None, None)
+            if role is None:   # outside the model: no options (``fallback`` runs it, first fit)
+                counts = jv.requested_counts()
+                fit = ("first fit",) + tuple((tuple(r.demand), counts.get(r.name, 0)) for r in roles)
+                hit = self._facts[jv.job_id] = (None, None, self._shape(fit), None, None)
             else:
                 opts = self._options(role)
-                hit = self._facts[jv.job_id] = (role, opts, (tuple(role.demand), tuple(opts)),
+                hit = self._facts[jv.job_id] = (role, opts, self._shape((tuple(role.demand), tuple(opts))),
                                                 jv.declared_iterations, jv.model)
         return hit
+
+    def _shape(self, shape: tuple) -> int:
+        """A small number for a shape, so that sets and maps of shapes hash an int."""
+        return self._shapes.setdefault(shape, len(self._shapes))
 
     def role(self, jv: JobView):
         """The job's one role of 1-GPU tasks if the model covers it (one host holds it), else None."""
@@ -110,17 +118,6 @@ class _Base(Policy):
     @staticmethod
     def host(jv: JobView) -> int:
         return next(iter(nodes_of(jv.allocation)))
-
-    def place(self, jv: JobView, view: View) -> tuple:
-        """A running job's (allocation, host, GPUs, profiled seconds per iteration there), worked
-        out once per allocation: the engine gives a job a new allocation object at every change,
-        so the same object means the same place."""
-        alloc = jv.allocation
-        hit = self._where.get(jv.job_id)
-        if hit is None or hit[0] is not alloc:
-            h, n = next(iter(nodes_of(alloc))), task_counts(alloc)[jv.roles[0].name]
-            hit = self._where[jv.job_id] = (alloc, h, n, self.t_iter(jv, n, h, view))
-        return hit
 
     def idle(self, free: np.ndarray, jv: JobView, view: View) -> np.ndarray:
         fit = tasks_per_node(free, jv.roles[0].demand)
@@ -163,22 +160,28 @@ class _Base(Policy):
         return max(total - jv.iterations_done, 0.0)
 
     # --- FIFO bookkeeping and the fallback
-    def arrivals(self, view: View) -> None:
+    def ended(self, view: View) -> set:
+        """Learn from the jobs that finished (the size of their kind of job) and forget their
+        facts; their ids."""
         gone = {j.job_id for j in view.finished}
         for jid in gone:
-            self._where.pop(jid, None)
             self._facts.pop(jid, None)
         for jv in view.finished:   # what a finished job ran: the size of its kind of job
             for key in (jv.model, None):
                 s = self.sizes.setdefault(key, [0.0, 0])
                 s[0] += jv.iterations_done
                 s[1] += 1
+        return gone
+
+    def arrivals(self, view: View) -> None:
+        gone = self.ended(view)
         for jv in sorted(view.arrived, key=arrival):
             self.queue.append(jv.job_id)
         for jv in view.stopped:   # a failure stopped it: it waits again, first
             if jv.job_id in view.pending and jv.job_id not in self.queue:
                 self.queue.insert(0, jv.job_id)
-        self.queue = [j for j in self.queue if j not in gone and j in view.pending]
+        if gone:   # a queued job leaves the queue only by starting (``decide`` takes it out) or ending
+            self.queue = [j for j in self.queue if j not in gone and j in view.pending]
 
     def tick(self, view: View, free: np.ndarray, allocs: dict) -> float | None:
         """Look again ``tick_s`` later while GPUs stay idle and jobs run (notes A7: the Job Launcher
@@ -229,9 +232,22 @@ class SideCar(_Base):
     def reset(self, view: View) -> None:
         super().reset(view)
         self.plans: dict[str, _Plan] = {}
-        self._order: list | None = None    # the running jobs in the model, by index, until that set changes
         self._tit: dict = {}                # job -> {(GPUs, host): profiled iteration time}
         self.adds = self.removes = 0        # Fig. 11's adding and removing events
+        # kept while jobs run, changed only by what an event changes (``_sync``): the running jobs
+        # in the model, those that may give GPUs by host and those that may take more, by index,
+        # and their predicted finishes ordered by a bound (``_Latest``)
+        self._run: dict[str, _Running] = {}
+        self._givers: dict[int, list] = {}     # host -> [(index, job)] with an option below its count
+        self._takers: list = []                # [(index, job)] with an option above its count
+        self._latest: dict = {}                # declared, or the model whose mean it expects -> _Latest
+        self._changed: set = set()             # jobs this policy started or reshaped: read at the next decision
+        self._version = 0
+        # the waiting jobs, FIFO, kept per shape (``facts``), so that a decision passes over a
+        # shape that found no plan without reading its jobs: shape -> [(place in line, job)]
+        self._waiting: dict = {}
+        self._line: dict = {}                  # job -> (place in line, shape)
+        self._back = self._front = 0           # places given at the back and (negative) at the front
 
     # --- costs the scheduler predicts with (§II-C fit, notes §3.6)
     def restart_s(self, n: int) -> float:
@@ -241,11 +257,61 @@ class SideCar(_Base):
     def pod_restart_s(self, n: int) -> float:
         return self.pod[0] + self.pod[1] + self.pod[2] * n
 
+    # --- the waiting line
+    def arrivals(self, view: View) -> None:
+        """The line as ``_Base.arrivals`` keeps it (arrivals at the back, a stopped job first),
+        per shape."""
+        gone = self.ended(view)
+        for jv in sorted(view.arrived, key=arrival):
+            self._back += 1
+            self._wait(jv, self._back)
+        for jv in view.stopped:   # a failure stopped it: it waits again, first
+            if jv.job_id in view.pending and jv.job_id not in self._line:
+                self._front -= 1
+                self._wait(jv, self._front)
+        for jid in gone:
+            self._leave(jid)
+
+    def _wait(self, jv: JobView, place: int) -> None:
+        shape = self.facts(jv)[2]
+        self._line[jv.job_id] = (place, shape)
+        insort(self._waiting.setdefault(shape, []), (place, jv.job_id))
+
+    def _leave(self, jid: str) -> None:
+        at = self._line.pop(jid, None)
+        if at is not None:
+            line = self._waiting[at[1]]
+            del line[bisect_left(line, (at[0], jid))]
+            if not line:
+                del self._waiting[at[1]]
+
+    def _in_line(self, stuck: set):
+        """The waiting jobs in line order, but those whose shape is in ``stuck`` when the scan
+        reaches them (the caller adds shapes to it and clears it as it goes): the order in which a
+        pass over the whole line would take them."""
+        waiting = self._waiting
+        at = dict.fromkeys(waiting, 0)
+        last = None
+        while True:
+            best = None
+            for shape, line in waiting.items():
+                if shape in stuck:
+                    continue
+                i = at[shape]
+                if last is not None and i < len(line) and line[i][0] <= last:
+                    i = at[shape] = bisect_left(line, (last + 0.5,))   # passed while it was stuck
+                if i < len(line) and (best is None or line[i][0] < best[0]):
+                    best = (line[i][0], shape, i)
+            if best is None:
+                return
+            last, shape, i = best
+            at[shape] = i + 1
+            yield waiting[shape][i][1]
+
     # --- decisions
     def decide(self, view: View) -> Decision:
         self.arrivals(view)
-        if view.finished or view.stopped:
-            self._order = None
+        self._sync(view)
         now = view.now
         allocs: dict = {}
         free = view.cluster.free_copy()
@@ -262,30 +328,31 @@ class SideCar(_Base):
                 if p.victim:
                     busy.add(p.victim)
         busy.update(allocs)   # reshaped by this decision already: its view is not yet up to date
-        for jv in view.finished:
-            self._tit.pop(jv.job_id, None)
         base = by_host = None     # predicted finishes and victims by host, once a job needs them
-        stuck: set = set()        # (demand, options) that found no host and no victim, until the state changes
-        facts = self._facts
-        for jid in list(self.queue):
+        # shapes (demand and options, or a first fit's demands and counts) that found no host and no
+        # victim, and the idle GPUs per task demand, until a plan or a start changes the free GPUs
+        stuck: set = set()
+        idles: dict = {}
+        for jid in self._in_line(stuck):
             if jid in self.plans or jid in allocs:
                 continue
-            known = facts.get(jid)   # most waiting jobs are skipped: read their shape at once
-            if known is not None and known[2] in stuck:
-                continue
             jv = view.pending[jid]
-            role, _, shape, _, _ = known or self.facts(jv)
+            role, _, shape, _, _ = self.facts(jv)
             if role is None:
                 n = len(allocs)
-                self.fallback(jv, free, allocs)
+                self.fallback(jv, free, allocs)   # a first fit that fails leaves ``free`` as it was
                 if len(allocs) != n:
                     stuck.clear()
-                continue
-            if shape in stuck:
+                    idles.clear()
+                else:
+                    stuck.add(shape)
                 continue
             if base is None:
                 base, by_host = self._finishes(view), self._victims(view)
-            plan, feasible = self._incoming(jv, view, free, busy, base, by_host)
+            idle = idles.get(role.demand)
+            if idle is None:
+                idle = idles[role.demand] = self.idle(free, jv, view).tolist()
+            plan, feasible = self._incoming(jv, view, idle, busy, base, by_host)
             if not feasible:
                 stuck.add(shape)
             if plan is not None:
@@ -293,16 +360,17 @@ class SideCar(_Base):
                 base.add(jid, self._planned_finish(plan, view))
                 free[plan.host, 0] -= plan.gpus - plan.removed
                 stuck.clear()
+                idles.clear()
                 if plan.victim:
                     busy.add(plan.victim)
                     self.removes += 1
-        self.queue = [j for j in self.queue if j not in allocs]
-        if self.up and not self.queue and not self.plans:
+        for jid in allocs:
+            self._leave(jid)
+        if self.up and not self._line and not self.plans:
             self._reshape_up(view, free, allocs, busy)
-        if any(jid in view.pending for jid in allocs):   # it starts: the running jobs change
-            self._order = None
+        self._changed.update(allocs)   # started or reshaped: read back at the next decision
         wakes = [max(p.ready - now, 1e-6) for p in self.plans.values()]
-        if not self.queue and not self.plans:
+        if not self._line and not self.plans:
             wakes.append(self.tick(view, free, allocs))
         wakes = [w for w in wakes if w is not None]
         return Decision(allocs, min(wakes) if wakes else None)
@@ -324,82 +392,145 @@ class SideCar(_Base):
             del allocs[p.victim]
 
     # --- Algorithm 1: incoming job
-    def _incoming(self, jv: JobView, view: View, free: np.ndarray, busy: set, base: "_Finishes",
+    def _incoming(self, jv: JobView, view: View, idle: list, busy: set, base: "_Finishes",
                   by_host: dict) -> tuple[_Plan | None, bool]:
-        """The job's plan of lowest predicted makespan, and whether any (host, option, victim) was
+        """The job's plan of lowest predicted makespan (``idle``: tasks of its demand that fit on
+        each host, none on a host that is down), and whether any (host, option, victim) was
         possible at all: when none is, no job of the same demand and options has one either until
         a plan changes the free GPUs or the victims (the decision loop skips them)."""
         now = view.now
         best, plan, feasible = INF, None, False
-        idle = self.idle(free, jv, view)
         start = self.k_c   # early initialisation, then the process start (D_sc)
         up = view.cluster.up
-        for h in self.hosts:
-            if not up[h]:
-                continue
-            for n in self.opts(jv):
-                fits = idle[h] >= n
-                if not fits and not self.down:
-                    continue
-                rem = n - int(idle[h])
-                victims = () if fits else [v for v in by_host.get(h, ()) if v[0].job_id not in busy
-                                           and v[1] - rem >= 1 and v[1] - rem in v[2]]
-                if not fits and not victims:
-                    continue
-                feasible = True
-                new = now + start + self.restart_s(n) + self.remaining(jv) * self.t_iter(jv, n, h, view)
+        opts = self.opts(jv)
+        left = self.remaining(jv)
+        # every plan ends no sooner than the latest finish of the others (A1's makespan): with no
+        # victim, all running jobs; with a victim, all but it, which is that latest finish unless
+        # the victim holds it. Once a plan reaches it no later one is strictly better (A2), and
+        # only a plan that shrinks the job holding it needs working out
+        floor = base.max
+        holder = base.top[0][1] if base.top else None
+        # the hosts where an option fits on idle GPUs (none on a host that is down) or a job may give
+        lo = opts[0]
+        hosts = (h for h, x in enumerate(idle) if x >= lo)
+        givers = self.down and by_host
+        if givers:
+            hosts = sorted(set(hosts).union(h for h in by_host if up[h]))
+        for h in hosts:
+            if not givers and best <= floor:
+                break   # only plans on idle GPUs are left, none strictly better
+            idle_h = idle[h]
+            on_host = by_host.get(h, ()) if self.down else ()
+            for n in opts:
+                fits = idle_h >= n
                 if fits:
-                    ms = max(base.max, new)
+                    feasible = True
+                    if best <= floor:
+                        continue
+                    new = now + start + self.restart_s(n) + left * self.t_iter(jv, n, h, view)
+                    ms = max(floor, new)
                     if ms < best:
                         best, plan = ms, _Plan(jv.job_id, now + start, h, n, None, 0)
                     continue
+                if not on_host:
+                    continue
+                rem = n - int(idle_h)
+                victims = [v for v in on_host if v[0].job_id not in busy and v[1] - rem >= 1 and v[1] - rem in v[2]]
+                if not victims:
+                    continue
+                feasible = True
+                if best <= floor:
+                    victims = [v for v in victims if v[0].job_id == holder]
+                    if not victims:
+                        continue
+                new = now + start + self.restart_s(n) + left * self.t_iter(jv, n, h, view)
                 for vjv, cur, _ in victims:
                     # the victim trains on all its GPUs during the early initialisation, then restarts (E3)
                     done = start / self.t_iter(vjv, cur, h, view)
-                    left = max(self.remaining(vjv) - done, 0.0)
-                    fin = now + start + self.restart_s(cur - rem) + left * self.t_iter(vjv, cur - rem, h, view)
+                    rest = max(self.remaining(vjv) - done, 0.0)
+                    fin = now + start + self.restart_s(cur - rem) + rest * self.t_iter(vjv, cur - rem, h, view)
                     ms = max(base.max_except(vjv.job_id), fin, new)
                     if ms < best:
                         best, plan = ms, _Plan(jv.job_id, now + start, h, n, vjv.job_id, rem)
         return plan, feasible
 
+    # --- the running jobs, kept across decisions
+    def _sync(self, view: View) -> None:
+        """Bring the kept running jobs up to date: a job changes allocation only when this policy
+        starts or reshapes it (read back at the next decision), and leaves by finishing or stopping."""
+        for jv in view.finished:
+            self._tit.pop(jv.job_id, None)
+            self._drop(jv.job_id)
+        for jv in view.stopped:
+            self._drop(jv.job_id)
+        running = view.running
+        for jid in self._changed:
+            jv = running.get(jid)
+            if jv is None:
+                self._drop(jid)
+            elif self.role(jv) is not None:
+                self._keep(jv, view)
+        self._changed.clear()
+
+    def _keep(self, jv: JobView, view: View) -> None:
+        """(Re)enter a running job at its allocation: host, GPUs, profiled speed there, and the
+        lists it belongs to."""
+        jid = jv.job_id
+        self._drop(jid)
+        _, opts, _, declared, model = self.facts(jv)
+        alloc = jv.allocation
+        h, n = next(iter(nodes_of(alloc))), task_counts(alloc)[jv.roles[0].name]
+        self._version += 1
+        rec = self._run[jid] = _Running(jv, self._version, h, n, self.t_iter(jv, n, h, view), declared,
+                                        None if declared is not None else model, opts)
+        key = (jv.index, jid)
+        if opts[0] < n:
+            insort(self._givers.setdefault(h, []), key)
+        if opts[-1] > n:
+            insort(self._takers, key)
+        group = _DECLARED if declared is not None else model
+        latest = self._latest.get(group)
+        if latest is None:
+            latest = self._latest[group] = _Latest(None if declared is not None else self._expected(model))
+        latest.push(rec, jv.iterations_done)
+        latest.live += 1
+
+    def _drop(self, jid: str) -> None:
+        rec = self._run.pop(jid, None)
+        if rec is None:
+            return
+        key = (rec.jv.index, jid)
+        for keys in (self._givers.get(rec.host, ()), self._takers):
+            i = bisect_left(keys, key)
+            if i < len(keys) and keys[i] == key:
+                del keys[i]
+        # its entry in ``_Latest`` is stale from now on (no longer the job's record)
+        self._latest[_DECLARED if rec.declared is not None else rec.model].live -= 1
+
+    def _expected(self, model) -> float:
+        """The iterations an undeclared job of ``model`` is expected to run (``remaining``)."""
+        s = self.sizes.get(model) or self.sizes.get(None)
+        return s[0] / s[1] if s else self.prior
+
     def _victims(self, view: View) -> dict[int, list]:
-        """Per host, the running jobs that may give GPUs (not reconfiguring, in the model), by
-        index: (job, GPUs, its options). Jobs made busy by this decision are skipped at use."""
+        """Per host, the running jobs that may give GPUs (an option below their count, not
+        reconfiguring), by index: (job, GPUs, its options). Jobs made busy by this decision are
+        skipped at use."""
         out: dict[int, list] = {}
-        for vjv in self._by_index(view):
-            if vjv.reconfiguring:
-                continue
-            h, n = self.place(vjv, view)[1:3]
-            out.setdefault(h, []).append((vjv, n, self.opts(vjv)))
+        run = self._run
+        for h, keys in self._givers.items():
+            vs = [(r.jv, r.gpus, r.opts) for r in (run[jid] for _, jid in keys) if not r.jv.reconfiguring]
+            if vs:
+                out[h] = vs
         return out
 
-    def _by_index(self, view: View) -> list:
-        """The running jobs the model covers, by index; kept until one starts, finishes or stops."""
-        if self._order is None:
-            self._order = [jv for jv in sorted(view.running.values(), key=lambda j: j.index)
-                           if self.role(jv) is not None]
-        return self._order
-
     def _finishes(self, view: View) -> "_Finishes":
-        """Predicted finish of every running job at its allocation (E4), and of planned jobs."""
+        """The two latest predicted finishes (E4) of the running jobs at their allocations, and of
+        planned jobs: what the makespan of a plan reads (A1)."""
         now = view.now
         out = _Finishes(now)
-        facts, where = self._facts, self._where
-        totals: dict = {}   # the expected iterations of undeclared jobs, per model (``remaining``)
-        for jv in self._by_index(view):   # every running job in the model: kept to what changes (progress)
-            jid = jv.job_id
-            w = where.get(jid)
-            if w is None or w[0] is not jv.allocation:
-                w = self.place(jv, view)
-            f = facts[jid]
-            total = f[3]
-            if total is None:
-                total = totals.get(f[4])
-                if total is None:
-                    s = self.sizes.get(f[4]) or self.sizes.get(None)
-                    total = totals[f[4]] = s[0] / s[1] if s else self.prior
-            out.add(jid, now + max(total - jv.iterations_done, 0.0) * w[3])
+        for group, latest in self._latest.items():
+            latest.top(self._run, now, None if group is _DECLARED else self._expected(group), out)
         for p in self.plans.values():
             out.add(p.job, self._planned_finish(p, view))
         return out
@@ -432,13 +563,12 @@ class SideCar(_Base):
         # its largest option can take nothing: it is no candidate (nor is its task demand's idle
         # count then looked at, which bounds only its own tries)
         cands = []
-        for jv in self._by_index(view):
-            if jv.job_id in busy or jv.job_id in allocs or jv.reconfiguring:
+        run = self._run
+        for _, jid in self._takers:
+            r = run[jid]
+            if jid in busy or jid in allocs or r.jv.reconfiguring:
                 continue
-            h, cur = self.place(jv, view)[1:3]
-            adds = [o - cur for o in self.opts(jv) if o > cur]
-            if adds:
-                cands.append((jv, h, cur, adds))
+            cands.append((r.jv, r.host, r.gpus, [o - r.gpus for o in r.opts if o > r.gpus]))
         if not cands:
             return
         base = self._finishes(view)    # the running jobs' predictions: this loop changes none of them
@@ -475,7 +605,8 @@ class SideCar(_Base):
                 return
             jv, target, n = pick
             role = jv.roles[0]
-            h, cur = self.place(jv, view)[1:3]
+            r = self._run[jv.job_id]
+            h, cur = r.host, r.gpus
             free[h] += np.asarray(role.demand) * cur
             free[target] -= np.asarray(role.demand) * n
             allocs[jv.job_id] = {role.name: {target: n}}
@@ -490,6 +621,87 @@ class SideCar(_Base):
             top = [int(x) for x in np.argsort(-idle, kind="stable")[:2]]
             hit = rooms[key] = (idle, top)
         return hit
+
+
+class _Running:
+    """A running job in the model, at its allocation (kept from one change to the next)."""
+
+    __slots__ = ("jv", "version", "host", "gpus", "t", "declared", "model", "opts")
+
+    def __init__(self, jv, version, host, gpus, t, declared, model, opts):
+        self.jv, self.version, self.host, self.gpus, self.t = jv, version, host, gpus, t
+        self.declared, self.model, self.opts = declared, model, opts
+
+
+_DECLARED = object()   # the ``_Latest`` group of the jobs that declare their iterations
+
+
+class _Latest:
+    """The predicted finishes of the running jobs that expect the same iterations (those that
+    declare theirs, or the undeclared jobs of one model), in a heap by a bound on each job's
+    remaining seconds, so that the two latest are found by looking at the few jobs whose bound
+    reaches them. A job's remaining seconds, max(total - done, 0) x its s/iteration, only fall
+    while its allocation holds (its progress only grows: a job that loses progress stops first),
+    so the value at any earlier decision bounds it, exactly in floating point (rounding is
+    monotone). Undeclared jobs expect the mean of the finished jobs, which moves at each finish:
+    keys assume ``ceiling`` iterations, and while the mean is above it each bound grows by
+    (mean - ceiling) x the group's largest s/iteration; once that slack makes a decision look at
+    more than ``REBUILD`` jobs, the keys are worked out again at the mean."""
+
+    REBUILD = 16
+
+    def __init__(self, ceiling: float | None):
+        self.ceiling = ceiling      # the iterations undeclared jobs' keys assume; None: each job's declared
+        self.t_max = 0.0            # the largest s/iteration pushed since the keys were last worked out
+        self.heap: list = []        # (-bound on remaining s, index, version, job): one live entry per job
+        self.live = 0
+
+    def push(self, rec: _Running, done: float) -> None:
+        total = rec.declared if self.ceiling is None else self.ceiling
+        self.t_max = max(self.t_max, rec.t)
+        heappush(self.heap, (-(max(total - done, 0.0) * rec.t), rec.jv.index, rec.version, rec))
+
+    def top(self, run: dict, now: float, expected: float | None, out: "_Finishes") -> None:
+        """Add to ``out`` the exact predicted finish of every job whose bound reaches the two
+        latest so far: ``out`` then holds the two latest of all (``expected``: the undeclared
+        jobs' iterations now)."""
+        heap = self.heap
+        extra = 0.0
+        if expected is not None and expected > self.ceiling:
+            # a margin far above rounding (1e-9 relative, 1 us): more jobs looked at, never fewer
+            extra = (expected - self.ceiling) * self.t_max * (1.0 + 1e-9) + 1e-6
+        seen = []
+        while heap:
+            neg, _, _, rec = heap[0]
+            jid = rec.jv.job_id
+            if run.get(jid) is not rec:
+                heappop(heap)     # the job ended or changed allocation
+                continue
+            if len(out.top) == 2 and now + (extra - neg) < out.top[1][0]:
+                break
+            heappop(heap)
+            done = rec.jv.iterations_done
+            total = rec.declared if expected is None else expected
+            out.add(jid, now + max(total - done, 0.0) * rec.t)
+            seen.append((rec, done))
+        if (expected is not None and expected != self.ceiling and len(seen) > self.REBUILD) \
+                or len(heap) > 2 * self.live + 64:
+            self._rebuild(run, expected, seen)
+        else:
+            for rec, done in seen:
+                self.push(rec, done)
+
+    def _rebuild(self, run: dict, expected: float | None, seen: list) -> None:
+        """Work every live job's key out again now (at ``expected`` iterations), dropping stale entries."""
+        recs = [e[3] for e in self.heap if run.get(e[3].jv.job_id) is e[3]] + [rec for rec, _ in seen]
+        if expected is not None:
+            self.ceiling = expected
+        self.heap, self.t_max = [], 0.0
+        for rec in recs:
+            total = rec.declared if self.ceiling is None else self.ceiling
+            self.t_max = max(self.t_max, rec.t)
+            self.heap.append((-(max(total - rec.jv.iterations_done, 0.0) * rec.t), rec.jv.index, rec.version, rec))
+        heapify(self.heap)
 
 
 class _Finishes:

@@ -8,7 +8,7 @@ from types import SimpleNamespace
 import pytest
 
 from clustersim.policies.elastic_tiresias import ElasticTiresias, Planned, gpu_role
-from clustersim.policies.sidecar import SideCar, _Finishes
+from clustersim.policies.sidecar import SideCar, _Finishes, _Latest, _Running
 from clustersim.simulator.engine import Engine, Observe
 from clustersim.simulator.job import nodes_of, task_counts
 from clustersim.simulator.overhead import ConstantOverhead
@@ -157,12 +157,35 @@ class CheckedSideCar(SideCar):
         return [jv.job_id for jv in sorted(view.running.values(), key=lambda j: j.index)
                 if len(jv.roles) == 1 and jv.roles[0].gpu == 1 and jv.roles[0].count <= self.max_host]
 
-    def _by_index(self, view):
-        kept = super()._by_index(view)
-        assert [jv.job_id for jv in kept] == self._full_order(view)
-        return kept
+    def _check_kept(self, view):
+        """The running jobs kept (host, GPUs, profiled speed there) and those that may give or
+        take GPUs, by index, equal what the view holds now."""
+        order = self._full_order(view)
+        assert sorted(self._run) == sorted(order)
+        givers, takers = {}, []
+        for jid in order:
+            jv, rec = view.running[jid], self._run[jid]
+            host, n = next(iter(nodes_of(jv.allocation))), task_counts(jv.allocation)["worker"]
+            assert (rec.jv, rec.host, rec.gpus) == (jv, host, n)
+            assert rec.t == jv.profiled.iteration_time({"worker": {host: n}})
+            if min(self.opts(jv)) < n:
+                givers.setdefault(host, []).append((jv.index, jid))
+            if max(self.opts(jv)) > n:
+                takers.append((jv.index, jid))
+        assert {h: k for h, k in self._givers.items() if k} == givers
+        assert self._takers == takers
+
+    def arrivals(self, view):
+        """Every pending job waits in the line, once, in its shape's list, in line order."""
+        super().arrivals(view)
+        assert set(self._line) == set(view.pending)
+        listed = [(place, jid) for line in self._waiting.values() for place, jid in line]
+        assert sorted(listed) == sorted((p, j) for j, (p, _) in self._line.items())
+        assert all(line == sorted(line) and line for line in self._waiting.values())
+        assert all(self.facts(view.pending[j])[2] == shape for shape, line in self._waiting.items() for _, j in line)
 
     def _finishes(self, view):
+        self._check_kept(view)
         kept = super()._finishes(view)
         full = {}
         for jid in self._full_order(view):
@@ -183,7 +206,8 @@ class CheckedSideCar(SideCar):
         full: dict = {}
         for jid in self._full_order(view):
             jv = view.running[jid]
-            if not jv.reconfiguring:
+            # a job that may give GPUs: not reconfiguring, with an option below its count
+            if not jv.reconfiguring and min(self.opts(jv)) < task_counts(jv.allocation)["worker"]:
                 full.setdefault(next(iter(nodes_of(jv.allocation))), []).append(
                     (jid, task_counts(jv.allocation)["worker"], self.opts(jv)))
         assert {h: [(v.job_id, n, o) for v, n, o in vs] for h, vs in kept.items()} == full
@@ -218,3 +242,43 @@ def test_sidecar_kept_state_matches_a_full_pass(seed):
                  observe=Observe(declared_iterations=seed % 2 == 0)).run()
     assert rec.summary()["jobs_finished"] == 50
     assert pol.checks > 50 and pol.adds > 0 and pol.removes > 0
+
+
+@pytest.mark.parametrize("declared", [True, False])
+def test_latest_finishes_from_bounds_match_a_full_pass(declared):
+    """Jobs progress at varying rates (pausing at times), start, change speed and end; undeclared
+    jobs expect a mean that moves up and down: at every step the two latest finishes read from
+    the bounds (rebuilt after 2 jobs looked at, so rebuilds are frequent) equal a full pass."""
+    rng = random.Random(11 if declared else 12)
+    latest = _Latest(None if declared else 500.0)
+    latest.REBUILD = 2
+    run: dict = {}
+    done: dict = {}
+    version = 0
+    expected = None if declared else 500.0
+    for step in range(400):
+        now = float(step * 10)
+        for jid in list(run):   # progress only grows while an allocation holds
+            done[jid] += rng.choice([0.0, 0.0, 1.0, 5.0, 20.0])
+        if rng.random() < 0.3 or not run:   # a job starts, or one changes allocation
+            jid = f"j{rng.randint(0, 30)}"
+            version += 1
+            jv = SimpleNamespace(job_id=jid, index=int(jid[1:]))
+            done.setdefault(jid, 0.0)
+            run[jid] = _Running(jv, version, 0, 1, rng.choice([0.5, 1.0, 2.0, 3.0]),
+                                rng.choice([100.0, 400.0, 900.0]) if declared else None, None, [1])
+            latest.push(run[jid], done[jid])
+            latest.live = len(run)
+        if rng.random() < 0.1 and len(run) > 1:   # a job ends
+            run.pop(rng.choice(sorted(run)))
+            latest.live = len(run)
+        if not declared and rng.random() < 0.3:
+            expected = max(50.0, expected + rng.choice([-200.0, -20.0, 5.0, 60.0, 300.0]))
+        for jid, rec in run.items():
+            rec.jv.iterations_done = done[jid]
+        out = _Finishes(now)
+        latest.top(run, now, expected, out)
+        full = {jid: now + max((r.declared if declared else expected) - done[jid], 0.0) * r.t for jid, r in run.items()}
+        assert out.max == max(full.values(), default=now), step
+        for jid in list(full) + ["absent"]:
+            assert out.max_except(jid) == max((t for j, t in full.items() if j != jid), default=now), (step, jid)

@@ -212,3 +212,24 @@ def test_sidecar_reads_declared_iterations_not_ground_truth():
     assert pol.remaining(undeclared) == 1500.0
     pol.sizes = {"vgg16": [3000.0, 1], None: [3000.0, 1]}
     assert pol.remaining(undeclared) == 3000.0
+
+
+@pytest.mark.parametrize("policy, pending", [({"name": "k8s_default"}, 4), ({"name": "sidecar", "container_init_s": 83}, 2)])
+def test_fig8_counts_a_job_pending_until_its_container_is_launched(tmp_path, policy, pending):
+    """Fig. 8's case at the last submission (1000 s). A: arrived 900, first start 1050; B: arrived
+    1000, first start 1083; C: arrived 950, first start 1100; D: never started. Under the default
+    the first start is the launch: all four are pending after 1000 s. Under SideCar the container
+    launched K_c = 83 s before the first start: A at 967 and B at 1000 are launched by 1000 s, C at
+    1017 is not, nor is D: 2 pending."""
+    import json
+
+    import pandas as pd
+
+    from clustersim.reproduction import Run
+    from clustersim.reproductions.sidecar import _pending_at_last_arrival
+
+    (tmp_path / "run.json").write_text(json.dumps({"config": {"policy": policy}}))
+    run = Run(tmp_path, {})
+    run.__dict__["jobs"] = pd.DataFrame({"submit_time": [900.0, 1000.0, 950.0, 990.0],
+                                         "first_start": [1050.0, 1083.0, 1100.0, float("nan")]})
+    assert _pending_at_last_arrival("x")({"x": run}) == pending
