@@ -89,3 +89,17 @@ def test_edl_table4_on_philly_composes_with_the_calibrated_cluster():
         assert sum(g.count * g.gpus for g in cfg.cluster.groups) == 160
         assert cfg.trace.transforms[0].op == "elastic"
     assert (cfgs["tiresias"].policy.name, cfgs["elastic"].policy.name) == ("tiresias", "elastic_tiresias")
+
+
+def test_edl_table4_on_two_months_of_philly_composes_with_the_calibrated_window_and_cluster():
+    """Table 4 on two months of the Philly jobs: days 42-103 after the first submission
+    (42 x 86,400 = 3,628,800 s; 103 x 86,400 = 8,899,200 s) on 32 x 4 = 128 GPUs, both calibrated
+    on Tiresias's row; both policies see the same jobs, cluster and elasticity."""
+    cfgs = {n: compose([f"+experiment=edl_table4_philly2m_{n}"]) for n in ("tiresias", "elastic")}
+    for cfg in cfgs.values():
+        assert cfg.trace.name == "philly_pollux" and cfg.trace.oversize == "clamp"
+        assert sum(g.count * g.gpus for g in cfg.cluster.groups) == 128
+        window, elastic = cfg.trace.transforms
+        assert (window.op, window.start, window.end) == ("window", 42 * 86400, 103 * 86400)
+        assert elastic.op == "elastic" and elastic.min_fraction == 0.001
+    assert (cfgs["tiresias"].policy.name, cfgs["elastic"].policy.name) == ("tiresias", "elastic_tiresias")
