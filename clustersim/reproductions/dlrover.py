@@ -97,9 +97,10 @@ def _alone(model: str, dlrover: bool = False) -> tuple[str, ...]:
     mix = ", ".join(f"{m}: {1.0 if m == model else 0.0}" for m in ("wide_deep", "deepfm", "xdeepfm", "dcn"))
     steps = FIG7_STEPS.get(model)
     length = () if steps is None else (f"trace.options.steps={steps}", *((f"policy.job_steps={steps}",) if dlrover else ()))
-    # DLRover uses the owner's request only for a start that does not fit ([D] §6: "without user
-    # resource input"); the owner's request is Table 2's, so that every seed's job fits the 20
-    # servers (a user's over-provisioned W&D request of up to 1,024 cores does not: seeds 1 and 2)
+    # DLRover uses the owner's request only for a start that does not fit ([D] §6: "without any
+    # resource configuration input from users"); the owner's request is Table 2's, so every seed's
+    # job fits the 20 servers (a user's over-provisioned W&D request of up to 1,024 cores does not:
+    # seeds 1 and 2)
     owner = TUNED if dlrover else ()
     return (*SINGLE, f"trace.options.mix={{{mix}}}", *length, *owner)
 
