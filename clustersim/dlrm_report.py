@@ -5,7 +5,8 @@ JCT median and p90, completion rate (jobs finished by the end over jobs submitte
 draft's §6.1 definition, where a failed and re-run job counts as a failure: ``paper_completion``), CPU and
 memory utilisation of the PS and of the workers (what the tasks use, from the profiles' usage
 model at each job's rate and progress, as ``JobView.usage`` shows it, over what they are granted,
-integrated over time), and stops by cause. The probe reads
+integrated over time), the cores granted over the arrivals' window (``held_cores``), and stops
+by cause. The probe reads
 the engine's state after every decision (the recorder's sample hook, as the conformance suite
 does) and changes nothing. ``job_throughput(run_dir, job_id)`` gives a job's throughput over time
 (the single-job experiment's plot). ``python -m clustersim.dlrm_report`` runs the comparison.
@@ -77,6 +78,10 @@ class UsageProbe:
     def utilisation(self) -> dict:
         return {f"{r}_{k}_util": (u / g if g > 0 else None) for (r, k), (u, g) in self.area.items()}
 
+    def granted_core_s(self) -> float:
+        """Cores granted to PSes and workers, integrated over the run (core-seconds)."""
+        return sum(self.area[(r, "cpu")][1] for r in ROLES)
+
 
 def measure(overrides: list[str], run_dir: str | Path, track: tuple[str, ...] = ()) -> dict:
     """Run the experiment ``overrides`` describe (``until`` may cut it) and return its quantities;
@@ -100,6 +105,9 @@ def measure(overrides: list[str], run_dir: str | Path, track: tuple[str, ...] = 
         "jct_mean": float(jct.mean()) if len(jct) else None,
         "jct_median_by_model": median_by_model(jobs),
         **probe.utilisation(),
+        # the cores the jobs hold on average while they arrive: the load [D] §1 and §2.1 compare
+        # with the cluster (configs/experiment/dlrover_cluster.yaml)
+        "held_cores": probe.granted_core_s() / max(max(jobs["submit_time"], default=0.0), 1.0),
         "stops_by_cause": dict(sorted(probe.stops.items())),
         "overhead_s": summary.get("overhead_s"),
         "rescales": summary.get("rescales"),
