@@ -57,3 +57,11 @@ class Fifo(Policy):
             blocked.append(self.queue.popleft())
         self.queue.extendleft(reversed(blocked))
         return decision
+
+    def waits_for_gpus(self) -> float | None:
+        """Declared to the engine (Policy.waits_for_gpus): without backfilling, nothing starts
+        before the head does, and ``decide`` starts the head only once ``num_gpus <= free_gpus +
+        EPS``; arrivals join behind it. With backfilling an arrival may fit a gap: no bound."""
+        if self.backfill or not self.queue:
+            return None
+        return self.queue[0].num_gpus
