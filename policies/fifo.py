@@ -32,7 +32,8 @@ class Fifo(Policy):
         self.queue.clear()
 
     def decide(self, view: View) -> Decision:
-        self.queue.extend(sorted(view.arrived, key=arrival))
+        arrived = view.arrived   # in arrival order from the engine; one alone needs no sort
+        self.queue.extend(sorted(arrived, key=arrival) if len(arrived) > 1 else arrived)
         if view.stopped:  # jobs a node failure put back in the queue keep their place
             self.queue = deque(sorted({j.job_id: j for j in (*self.queue, *view.stopped)}.values(), key=arrival))
         decision = Decision()

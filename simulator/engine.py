@@ -41,6 +41,7 @@ from clustersim.simulator.usage import BoundUsage
 from clustersim.simulator.view import ClusterView, Decision, JobView, Observer, View, read_only
 
 URGENT, NORMAL = 0, 1   # priorities at one instant (the pending decision runs after both)
+_KIND = {c: c.value for c in Change}   # an event's kind: an enum's ``value`` is a Python-level lookup
 
 
 class RunawayError(PolicyError):
@@ -319,16 +320,18 @@ class Engine:
     def _arrive(self) -> None:
         self._count()
         now = self.now
-        jobs = self.jobs
-        while self._next < len(jobs) and jobs[self._next].submit_time <= now:
-            spec = jobs[self._next]
-            view = self.view_of(spec.job_id)
+        jobs, i, n = self.jobs, self._next, len(self.jobs)
+        pending, arrived = self.pending, self._arrived
+        while i < n and jobs[i].submit_time <= now:
+            job_id = jobs[i].job_id
+            view = self.view_of(job_id)
             view._state.pending_since = now
-            self.pending[view.job_id] = view
-            self._arrived.append(view)
-            self._next += 1
-        if self._next < len(jobs):
-            self._at(jobs[self._next].submit_time - now, self._arrive)
+            pending[job_id] = view
+            arrived.append(view)
+            i += 1
+        self._next = i
+        if i < n:
+            self._at(jobs[i].submit_time - now, self._arrive)
         self._request_decision(arrival=True)
 
     def _complete(self, st: JobState, version: int) -> None:
@@ -557,9 +560,9 @@ class Engine:
         self._rate_changed(st, was_moving, nxt)
         if lingering > 0:   # the event is the change itself, old allocation to new: not the exiting
             # tasks, which the job holds (and is charged for, st.gpus) until their graceful exit ends
-            self.recorder.event(now, st, change.value, lost, held, c.gpus)
+            self.recorder.event(now, st, _KIND[change], lost, held, c.gpus)
         else:
-            self.recorder.event(now, st, change.value, lost, old_gpus)
+            self.recorder.event(now, st, _KIND[change], lost, old_gpus)
         if self.faults is not None:
             self.faults.changed(st, change)
 
@@ -570,10 +573,15 @@ class Engine:
         self._moved = self._moved or moving
         # Next has a completion only when it comes before the phase's end, which would then be stale
         if nxt is not None:
-            if nxt.completion is not None:
-                self._at_time(nxt.completion, self._complete, st, st.version)
-            elif nxt.phase_end is not None:
-                self._at_time(nxt.phase_end, self._phase_end, st, st.version)
+            end, handle = (nxt.completion, self._complete) if nxt.completion is not None else (nxt.phase_end,
+                                                                                              self._phase_end)
+            if end is not None:   # _at_time, inline: a time rounding put a hair in the past is now
+                now = self.now
+                delay = max(end - now, 0.0)
+                if not delay >= 0:
+                    raise ValueError(f"cannot schedule an event {delay!r} s in the past")
+                heappush(self._queue, (now + delay, NORMAL, self._order, handle, (st, st.version)))
+                self._order += 1
         for fn in self._on_rate:
             fn(self.now, st)
 
