@@ -41,7 +41,6 @@ from clustersim.simulator.usage import BoundUsage
 from clustersim.simulator.view import ClusterView, Decision, JobView, Observer, View, read_only
 
 URGENT, NORMAL = 0, 1   # priorities at one instant (the pending decision runs after both)
-_KIND = {c: c.value for c in Change}   # an event's kind: an enum's ``value`` is a Python-level lookup
 
 
 class RunawayError(PolicyError):
@@ -558,11 +557,12 @@ class Engine:
         was_moving = st.rate > 0
         lost, nxt = self.progress.change(st, rate, c.transition, now, c.gpus + max(lingering, 0.0))
         self._rate_changed(st, was_moving, nxt)
+        # the event's kind: Enum's ``value`` is a Python-level property, its ``_value_`` a plain attribute
         if lingering > 0:   # the event is the change itself, old allocation to new: not the exiting
             # tasks, which the job holds (and is charged for, st.gpus) until their graceful exit ends
-            self.recorder.event(now, st, _KIND[change], lost, held, c.gpus)
+            self.recorder.event(now, st, change._value_, lost, held, c.gpus)
         else:
-            self.recorder.event(now, st, _KIND[change], lost, old_gpus)
+            self.recorder.event(now, st, change._value_, lost, old_gpus)
         if self.faults is not None:
             self.faults.changed(st, change)
 
