@@ -14,7 +14,7 @@ from typing import Annotated, Callable
 import numpy as np
 
 from clustersim.simulator.errors import ConfigError, PolicyError
-from clustersim.simulator.job import Allocation, JobSpec
+from clustersim.simulator.job import Allocation, JobSpec, task_demand
 from clustersim.simulator.params import Count, NonNegative, Range, check_params
 
 RESOURCES = ("gpu", "cpu", "mem")
@@ -174,12 +174,12 @@ class Cluster:
     def release(self, spec: JobSpec, alloc: Allocation) -> None:
         used, rows, caps, dirty = self.used, self._rows, self._caps, self._dirty
         for role, nodes in alloc.items():
-            for k, x in self._held(spec, role, nodes):
-                for node, count in nodes.items():
-                    row, c = rows[node], count * x
-                    v, cap = row[k] + c, caps[node][k]
-                    row[k] = 0.0 if -EPS < v < EPS else cap if -EPS < v - cap < EPS else v   # _snap, inline
-                    used[k] -= c
+            held = self._held(spec, role, nodes)
+            for node, count in nodes.items():
+                row, cap = rows[node], caps[node]
+                for k, x in held:
+                    row[k] = _snap(row[k] + count * x, cap[k])
+                    used[k] -= count * x
             dirty.update(nodes)
         self._snap_used()
 
@@ -200,21 +200,18 @@ class Cluster:
                             f"{who}: job {spec.job_id!r} role {role!r} asks for {count * x:g} {RESOURCES[k]} "
                             f"on node {node}, which has {row[k]:g} free")
                 for k, x in held:
-                    c = count * x
-                    v = row[k] - c
-                    row[k] = 0.0 if -EPS < v < EPS else cap[k] if -EPS < v - cap[k] < EPS else v   # _snap, inline
-                    used[k] += c
+                    row[k] = _snap(row[k] - count * x, cap[k])
+                    used[k] += count * x
             dirty.update(nodes)
         self._snap_used()
 
     def _held(self, spec: JobSpec, role: str, tasks) -> tuple:
         """(resource index, amount) of each resource a task of ``role`` holds under ``tasks``'
-        grants (``task_demand``); few distinct demands exist in a run, so each is worked out once."""
+        grants; few distinct demands exist in a run, so each is worked out once."""
         r = spec.roles[0] if spec.roles else None
         if r is None or r.name != role:   # the first role (the common case) needs no search
             r = spec.role(role)
-        cpu, mem = getattr(tasks, "cpu", None), getattr(tasks, "mem", None)
-        demand = (r.gpu, r.cpu if cpu is None else cpu, r.mem if mem is None else mem)
+        demand = task_demand(r, tasks)
         held = self._demands.get(demand)
         if held is None:
             held = self._demands[demand] = tuple((k, x) for k, x in enumerate(demand) if x)

@@ -573,15 +573,10 @@ class Engine:
         self._moved = self._moved or moving
         # Next has a completion only when it comes before the phase's end, which would then be stale
         if nxt is not None:
-            end, handle = (nxt.completion, self._complete) if nxt.completion is not None else (nxt.phase_end,
-                                                                                              self._phase_end)
-            if end is not None:   # _at_time, inline: a time rounding put a hair in the past is now
-                now = self.now
-                delay = max(end - now, 0.0)
-                if not delay >= 0:
-                    raise ValueError(f"cannot schedule an event {delay!r} s in the past")
-                heappush(self._queue, (now + delay, NORMAL, self._order, handle, (st, st.version)))
-                self._order += 1
+            if nxt.completion is not None:
+                self._at_time(nxt.completion, self._complete, st, st.version)
+            elif nxt.phase_end is not None:
+                self._at_time(nxt.phase_end, self._phase_end, st, st.version)
         for fn in self._on_rate:
             fn(self.now, st)
 
