@@ -35,7 +35,9 @@ engine does is changed):
 - ``declared capability``: a policy that declares ``decides_only_when_waiting`` returns, at every
   decision with no job pending, no allocations and no wakeup; one that declares
   ``decides_only_when_freed``, at every decision after one that left jobs pending with nothing
-  ended, stopped or freed since (the engine skips those decisions)
+  ended, stopped or freed since; one that declares ``waits_for_gpus``, at every decision with fewer
+  GPUs free than its previous decision declared, no job stopped and no node changed since (the
+  engine skips those decisions)
 - ``decide raises`` / ``valid decision``: decide returns a valid ``Decision`` without raising
 
 Tags (``Policy.tags``, from ``base.TAGS``) choose the inputs: every policy gets rigid GPU jobs;
@@ -394,6 +396,8 @@ class _Harness:
         # with nothing pending check the policy's declaration (Policy.decides_only_when_waiting)
         self.lazy = bool(getattr(inner, "decides_only_when_waiting", False))
         self.lazy_freed = bool(getattr(inner, "decides_only_when_freed", False))
+        self.waits = getattr(inner, "waits_for_gpus", None)   # Policy.waits_for_gpus
+        self._waiting: tuple | None = None   # (GPUs the last decision declared it waits for, nodes up then)
         self._left: set = set()        # jobs the last decision left pending
         self._after: tuple | None = None   # (free, up) once the last decision was applied
         self._decided = False
@@ -432,6 +436,8 @@ class _Harness:
                                                     "engine skips such decisions, so the run would differ")
         if self.lazy_freed and isinstance(decision, Decision):
             self._check_freed(view, decision)
+        if self.waits is not None and isinstance(decision, Decision):
+            self._check_waits(view, decision)
         mine = _canon_decision(decision)
         if isinstance(decision, Decision):
             self.log.append((view.now, *mine))
@@ -455,6 +461,22 @@ class _Harness:
                                                     "the engine skips such decisions, so the run would differ")
         self._left = set(view.pending) - {j for j, a in decision.allocations.items() if a}
         self._decided = True
+
+    def _check_waits(self, view, decision: Decision) -> None:
+        """``waits_for_gpus``: after a decision that asked for no wakeup and declared G, with no
+        job stopped and no node gone down or up since, a decision with free GPUs + EPS below G
+        changes nothing (whatever arrived or ended). Then what this decision declares is read,
+        as the engine reads it."""
+        w = self._waiting
+        if (w is not None and not view.stopped and np.array_equal(w[1], view.cluster.up)
+                and view.cluster.free_gpus + EPS < w[0] and (decision.allocations or decision.wakeup is not None)):
+            raise _Violation("declared capability", f"it declares waits_for_gpus, yet at t={view.now:g} s, with "
+                                                    f"{view.cluster.free_gpus:g} GPUs free, fewer than the {w[0]:g} "
+                                                    "its previous decision said it waits for, and no job stopped since, "
+                                                    f"it decided {_canon_decision(decision)}: the engine skips such "
+                                                    "decisions, so the run would differ")
+        g = self.waits() if decision.wakeup is None else None
+        self._waiting = None if g is None else (g, view.cluster.up.copy())
 
     def _diverged(self, sh: _Shadow, call: str, view, mine, theirs, err) -> None:
         """A shadow decided otherwise: say why, shared state first (it makes any two instances

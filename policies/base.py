@@ -43,6 +43,15 @@ class Policy:
     # skips those decisions; the policy hears of the arrivals at its next decision. The
     # conformance suite checks it like ``decides_only_when_waiting``.
     decides_only_when_freed: ClassVar[bool] = False
+    # Declared to the engine: a method ``waits_for_gpus() -> float | None`` (None here: nothing
+    # declared), read right after each decision that asked for no wakeup. Its value G says: until
+    # a job stops or a node goes down or comes up, every later decision at which the cluster's
+    # free GPUs plus ``cluster.EPS`` are below G returns a Decision with no allocations and no
+    # wakeup, whatever else happened since (jobs arrived, ended or released resources). None:
+    # no such bound. FIFO without backfilling returns its head's GPUs (it starts nothing while
+    # the head does not fit). The engine skips those decisions; the policy hears of the arrivals
+    # and ends at its next one. The conformance suite checks it at every decision it covers.
+    waits_for_gpus = None
 
     def reset(self, view: View) -> None:
         """Called once before the first event."""

@@ -32,7 +32,8 @@ class Fifo(Policy):
         self.queue.clear()
 
     def decide(self, view: View) -> Decision:
-        self.queue.extend(sorted(view.arrived, key=arrival))
+        arrived = view.arrived   # in arrival order from the engine; one alone needs no sort
+        self.queue.extend(sorted(arrived, key=arrival) if len(arrived) > 1 else arrived)
         if view.stopped:  # jobs a node failure put back in the queue keep their place
             self.queue = deque(sorted({j.job_id: j for j in (*self.queue, *view.stopped)}.values(), key=arrival))
         decision = Decision()
@@ -57,3 +58,11 @@ class Fifo(Policy):
             blocked.append(self.queue.popleft())
         self.queue.extendleft(reversed(blocked))
         return decision
+
+    def waits_for_gpus(self) -> float | None:
+        """Declared to the engine (Policy.waits_for_gpus): without backfilling, nothing starts
+        before the head does, and ``decide`` starts the head only once ``num_gpus <= free_gpus +
+        EPS``; arrivals join behind it. With backfilling an arrival may fit a gap: no bound."""
+        if self.backfill or not self.queue:
+            return None
+        return self.queue[0].num_gpus

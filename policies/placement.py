@@ -66,12 +66,12 @@ def _first_fit_role(free, role, count) -> dict[int, int] | None:
     plain Python on the rows of the nodes that may take a task. One numpy comparison finds those
     (a superset: every node whose first needed resource has room for a task, up to rounding);
     the exact test runs per node, so a decision on a big, busy cluster reads a few rows."""
-    need = [(k, x) for k, x in enumerate(role.demand) if x > 0]
+    need = [(k, x) for k, x in ((0, role.gpu), (1, role.cpu), (2, role.mem)) if x > 0]
     if not need:   # a demand of nothing: every task fits on the first node
         return {0: count} if len(free) else None
     k0, x0 = need[0]
     nodes = (free[:, k0] >= x0 * (1.0 - 1e-9) - EPS).nonzero()[0].tolist()
-    placed, left = {}, count
+    placed, rows, left = {}, [], count
     for node in nodes:
         row = free[node].tolist()
         per = (row[k0] + EPS) / x0
@@ -80,14 +80,15 @@ def _first_fit_role(free, role, count) -> dict[int, int] | None:
         fit = MAX_TASKS_PER_NODE if per >= MAX_TASKS_PER_NODE else math.floor(per)
         if fit > 0:
             t = placed[node] = min(fit, left)
+            rows.append(row)
             left -= t
             if not left:
                 break
     if left:
         return None
-    for node, t in placed.items():
+    for (node, t), row in zip(placed.items(), rows):   # the rows read are the free values: deduct from them
         for k, x in need:
-            free[node, k] -= t * x
+            free[node, k] = row[k] - t * x
     return placed
 
 

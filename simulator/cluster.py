@@ -174,20 +174,20 @@ class Cluster:
     def release(self, spec: JobSpec, alloc: Allocation) -> None:
         used, rows, caps, dirty = self.used, self._rows, self._caps, self._dirty
         for role, nodes in alloc.items():
-            held = self._held(task_demand(spec.role(role), nodes))
+            held = self._held(spec, role, nodes)
             for node, count in nodes.items():
                 row, cap = rows[node], caps[node]
                 for k, x in held:
                     row[k] = _snap(row[k] + count * x, cap[k])
                     used[k] -= count * x
-                dirty.add(node)
+            dirty.update(nodes)
         self._snap_used()
 
     def take(self, spec: JobSpec, alloc: Allocation, who: str) -> None:
         """Place ``alloc``; raise CapacityError (naming ``who``, the job and node) if it does not fit."""
         used, rows, caps, dirty, up, n = self.used, self._rows, self._caps, self._dirty, self._is_up, len(self._rows)
         for role, nodes in alloc.items():
-            held = self._held(task_demand(spec.role(role), nodes))
+            held = self._held(spec, role, nodes)
             for node, count in nodes.items():
                 if not (0 <= node < n) or not up[node]:
                     raise CapacityError(f"{who}: job {spec.job_id!r} placed on node {node}, which is "
@@ -202,12 +202,16 @@ class Cluster:
                 for k, x in held:
                     row[k] = _snap(row[k] - count * x, cap[k])
                     used[k] += count * x
-                dirty.add(node)
+            dirty.update(nodes)
         self._snap_used()
 
-    def _held(self, demand: tuple[float, float, float]) -> tuple:
-        """(resource index, amount) of each resource a task of ``demand`` holds; few distinct demands
-        exist in a run, so each is worked out once."""
+    def _held(self, spec: JobSpec, role: str, tasks) -> tuple:
+        """(resource index, amount) of each resource a task of ``role`` holds under ``tasks``'
+        grants; few distinct demands exist in a run, so each is worked out once."""
+        r = spec.roles[0] if spec.roles else None
+        if r is None or r.name != role:   # the first role (the common case) needs no search
+            r = spec.role(role)
+        demand = task_demand(r, tasks)
         held = self._demands.get(demand)
         if held is None:
             held = self._demands[demand] = tuple((k, x) for k, x in enumerate(demand) if x)

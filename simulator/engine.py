@@ -26,7 +26,7 @@ from typing import Annotated
 
 from tqdm import tqdm
 
-from clustersim.simulator.cluster import Cluster
+from clustersim.simulator.cluster import EPS, Cluster
 from clustersim.simulator.errors import PolicyError
 from clustersim.simulator.faults import Capabilities, World
 from clustersim.simulator.job import EMPTY, Failure, JobSpec, JobState, Status, StopReason, alloc_gpus, nodes_of
@@ -141,6 +141,11 @@ class Engine:
         self._lazy_freed = bool(getattr(policy, "decides_only_when_freed", False))
         self._only_arrivals = False   # since the last decision, only arrivals asked for one
         self._left_pending = False    # the last decision left a job pending
+        # and with fewer free GPUs than the policy declared it waits for (Policy.waits_for_gpus),
+        # when no job stopped and no node changed since its last decision
+        self._waits_for = getattr(policy, "waits_for_gpus", None)
+        self._waiting_for: float | None = None   # what the last decision declared (None: nothing)
+        self._none_stopped = False    # since the last decision, only arrivals and ends asked for one
         self.pending: dict[str, JobView] = {}
         self.running: dict[str, JobView] = {}
         self._ro_pending, self._ro_running = read_only(self.pending), read_only(self.running)
@@ -314,16 +319,18 @@ class Engine:
     def _arrive(self) -> None:
         self._count()
         now = self.now
-        jobs = self.jobs
-        while self._next < len(jobs) and jobs[self._next].submit_time <= now:
-            spec = jobs[self._next]
-            view = self.view_of(spec.job_id)
+        jobs, i, n = self.jobs, self._next, len(self.jobs)
+        pending, arrived = self.pending, self._arrived
+        while i < n and jobs[i].submit_time <= now:
+            job_id = jobs[i].job_id
+            view = self.view_of(job_id)
             view._state.pending_since = now
-            self.pending[view.job_id] = view
-            self._arrived.append(view)
-            self._next += 1
-        if self._next < len(jobs):
-            self._at(jobs[self._next].submit_time - now, self._arrive)
+            pending[job_id] = view
+            arrived.append(view)
+            i += 1
+        self._next = i
+        if i < n:
+            self._at(jobs[i].submit_time - now, self._arrive)
         self._request_decision(arrival=True)
 
     def _complete(self, st: JobState, version: int) -> None:
@@ -378,15 +385,19 @@ class Engine:
             self.cluster.release(st.spec, entry[0])
             st.gpus -= entry[1]
             self._sample_usage()
-            self._request_decision()
+            self._request_decision(freed=True)
 
     def _halt(self) -> None:
         self._halted = True
 
     # ------------------------------------------------------------------ decisions
-    def _request_decision(self, arrival: bool = False) -> None:
+    def _request_decision(self, arrival: bool = False, freed: bool = False) -> None:
+        """Ask for a decision: for an ``arrival``, for resources ``freed`` (an end, a graceful
+        exit's), or (neither) for anything else: a stop, a node change, a wake-up."""
         if not arrival:
             self._only_arrivals = False
+            if not freed:
+                self._none_stopped = False
         now = self.now
         at = now
         if self.interval is not None and self.slot_from_last:   # ElasticFlow's scheduler.py: events within a
@@ -426,6 +437,12 @@ class Engine:
             # (Policy.decides_only_when_freed): it hears of them at its next decision
             self._sample_usage()
             return
+        if (self._none_stopped and self._waiting_for is not None and self._done < len(self.jobs)
+                and self.cluster.free_gpus + EPS < self._waiting_for):
+            # the policy declared that it changes nothing with fewer GPUs free (Policy.
+            # waits_for_gpus): an end that freed too little for the job it waits for
+            self._sample_usage()
+            return
         self._count()
         self.decisions += 1
         view = self._view()
@@ -438,6 +455,8 @@ class Engine:
             changed = self._apply(reconcile(decision.allocations, self.states, self._active, self.cluster,
                                             self.overhead, self._who))
         self._only_arrivals, self._left_pending = True, bool(self.pending)
+        self._none_stopped = True
+        self._waiting_for = self._waits_for() if self._waits_for is not None and decision.wakeup is None else None
         self._sample_usage()
         if self._bar.disable is False:
             self._bar.update(min(round(now), self._bar.total) - self._bar.n)
@@ -538,11 +557,12 @@ class Engine:
         was_moving = st.rate > 0
         lost, nxt = self.progress.change(st, rate, c.transition, now, c.gpus + max(lingering, 0.0))
         self._rate_changed(st, was_moving, nxt)
+        # the event's kind: Enum's ``value`` is a Python-level property, its ``_value_`` a plain attribute
         if lingering > 0:   # the event is the change itself, old allocation to new: not the exiting
             # tasks, which the job holds (and is charged for, st.gpus) until their graceful exit ends
-            self.recorder.event(now, st, change.value, lost, held, c.gpus)
+            self.recorder.event(now, st, change._value_, lost, held, c.gpus)
         else:
-            self.recorder.event(now, st, change.value, lost, old_gpus)
+            self.recorder.event(now, st, change._value_, lost, old_gpus)
         if self.faults is not None:
             self.faults.changed(st, change)
 
@@ -572,7 +592,7 @@ class Engine:
         view = self.running.pop(st.spec.job_id)
         self._finished.append(view)
         self.recorder.event(now, st, "finish", 0.0)
-        self._request_decision()
+        self._request_decision(freed=True)
         if self._decision_at != now or self.faults is not None or self.recorder.watchers:
             self._sample_usage()
         # else the decision at this instant writes this instant's timeline row (the recorder keeps

@@ -47,15 +47,21 @@ class Progress:
         """The job moves to a new allocation (already set on ``st``) training at ``rate`` once the
         transition ``tr`` is over, holding ``gpus`` from now. Returns the seconds of training lost
         to the transition and what to schedule."""
+        if not (st.phases or tr.prepare_s or tr.pause_s):
+            # a free change with nothing ahead (a replay without overheads): no phase, nothing lost;
+            # what _set_phases does with no phase
+            st.steady_rate = rate
+            st.gpus = gpus
+            st.phases = None
+            st.busy_until = now
+            st.version += 1
+            return 0.0, self._enter_phase(st, now)
         old_rate = st.steady_rate
         # phases still ahead of an earlier change keep their own rates (capped by the new one); what
         # they were charged against the old rate is refunded and charged again against the new one
-        if st.phases or tr.prepare_s or tr.pause_s:
-            phases = [(d, min(r, rate)) for d, r in self.refund(st, now)] if st.phases else []
-            phases += [(tr.prepare_s, min(old_rate, rate)), (tr.pause_s, 0.0)]
-            lost = sum(d * (1.0 - r / rate) for d, r in phases)
-        else:   # a free change with nothing ahead (a replay without overheads): no phase, nothing lost
-            phases, lost = (), 0.0
+        phases = [(d, min(r, rate)) for d, r in self.refund(st, now)] if st.phases else []
+        phases += [(tr.prepare_s, min(old_rate, rate)), (tr.pause_s, 0.0)]
+        lost = sum(d * (1.0 - r / rate) for d, r in phases)
         st.steady_rate = rate
         st.gpus = gpus
         if lost:
@@ -129,14 +135,15 @@ class Progress:
         """Set the rate of the current phase; its end and, if sooner, the completion."""
         end = None
         if st.phases:
-            end, st.rate = st.phases[-1]
+            end, rate = st.phases[-1]
         else:
             st.phases = None
-            st.rate = st.steady_rate
+            rate = st.steady_rate
+        st.rate = rate
         self.sample(st, now, steady=end is None)
         finish = None
-        if st.rate > 0:
-            finish = now + (st.spec.total_work - st.progress) / st.rate
+        if rate > 0:
+            finish = now + (st.spec.total_work - st.progress) / rate
             if end is not None and finish >= end:
                 finish = None
         return Next(end, finish)

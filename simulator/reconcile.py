@@ -100,19 +100,23 @@ def validated(spec: JobSpec, alloc: Allocation | None, who: str) -> tuple[Alloca
     if not alloc:
         return EMPTY, 0
     new, tasks, gpus = {}, {}, 0
+    roles = spec.roles
     for role, nodes in alloc.items():
-        try:
-            r = spec.role(role)
-        except KeyError:
-            raise PolicyError(f"{who}: job {spec.job_id!r} has no role {role!r}") from None
+        r = roles[0] if roles else None
+        if r is None or r.name != role:   # the first role (the common case) needs no search
+            try:
+                r = spec.role(role)
+            except KeyError:
+                raise PolicyError(f"{who}: job {spec.job_id!r} has no role {role!r}") from None
         placed, n = {}, 0
         for node, c in nodes.items():
-            if c != int(c) or c < 0:
+            i = int(c)
+            if c != i or c < 0:
                 raise PolicyError(f"{who}: job {spec.job_id!r} role {role!r} has {c!r} tasks on node "
                                   f"{node}; task counts are integers >= 0")
             if c:
-                placed[int(node)] = int(c)
-                n += int(c)
+                placed[int(node)] = i
+                n += i
         cpu, mem = getattr(nodes, "cpu", None), getattr(nodes, "mem", None)
         if cpu is not None or mem is not None:
             for what, v in (("cpu", cpu), ("mem", mem)):
@@ -123,7 +127,7 @@ def validated(spec: JobSpec, alloc: Allocation | None, who: str) -> tuple[Alloca
             new[role] = Tasks(placed, None if cpu == r.cpu else cpu, None if mem == r.mem else mem)
             tasks[role] = n
             gpus += r.gpu * n
-    for r in spec.roles:
+    for r in roles:
         n = tasks.get(r.name, 0)
         if not r.min_count <= n <= r.max_count:
             raise PolicyError(f"{who}: job {spec.job_id!r} role {r.name!r} gets {n} tasks; "

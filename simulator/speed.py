@@ -495,6 +495,7 @@ class ProfileSpeed:
     def __init__(self, zoo):
         self.zoo = zoo
         self._cache: dict = {}
+        self._kinds: dict = {}   # profile name -> (profile, by GPU type, a PS testbed, placement-aware)
 
     def rate(self, spec: JobSpec, alloc: Allocation, cluster=None) -> float:
         counts, cpus, nodes = [], [], set()   # one pass: tasks per role, CPU grants, nodes spanned
@@ -509,17 +510,22 @@ class ProfileSpeed:
             cpu = getattr(t, "cpu", None)
             if cpu is not None:
                 cpus.append((r, cpu))
-        prof = self.zoo.profile(spec.profile)
-        types = gpu_types(nodes, cluster) if prof.by_type else ()
+        kind = self._kinds.get(spec.profile)
+        if kind is None:   # what the key needs of a profile, looked up once per profile
+            p = self.zoo.profile(spec.profile)
+            kind = self._kinds[spec.profile] = (p, bool(p.by_type), p.testbed is not None, p.placement_aware)
+        prof, by_type, testbed, aware = kind
+        types = gpu_types(nodes, cluster) if by_type else ()
         shape = ()
-        if prof.testbed is not None:   # (PS, workers) on each server: the links they cross (PSTestbed)
+        if testbed:   # (PS, workers) on each server: the links they cross (PSTestbed)
             ps, wk = alloc.get("ps", {}), alloc.get("worker", {})
             shape = tuple((ps.get(n, 0), wk.get(n, 0)) for n in sorted(nodes))
-        elif prof.placement_aware:
+        elif aware:
             placed = alloc.get(scaling_role(spec), {})
             shape = tuple(placed[n] for n in sorted(placed) if placed[n])
-        key = (spec.profile, spec.batch_size, spec.roles, tuple(sorted(counts)), len(nodes), tuple(sorted(cpus)), types,
-               shape)
+        # one role (the common case) needs no sort
+        key = (spec.profile, spec.batch_size, spec.roles, tuple(counts) if len(counts) < 2 else tuple(sorted(counts)),
+               len(nodes), tuple(sorted(cpus)) if cpus else (), types, shape)
         r = self._cache.get(key)
         if r is None:
             r = self._cache[key] = min(prof.rate(spec, dict(counts), key[4], dict(cpus), t, shape)

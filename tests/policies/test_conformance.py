@@ -384,6 +384,25 @@ class DeclaresArrivalsWaitButBackfills(Greedy):
     decides_only_when_freed = True
 
 
+class DeclaresItWaitsButBackfills(Greedy):
+    """Declares the GPUs of the first pending job it left waiting as what it waits for, yet starts
+    any pending job that fits (a small job behind the head starts in a gap an end left)."""
+
+    name = "declares-waits-but-backfills"
+
+    def reset(self, view):
+        self.head = None
+
+    def decide(self, view):
+        decision = super().decide(view)
+        left = [j for j in self.order(view) if j.job_id not in decision.allocations]
+        self.head = left[0].num_gpus if left else None
+        return decision
+
+    def waits_for_gpus(self):
+        return self.head
+
+
 def _fails(cls, check: str, match: str, **kw) -> ConformanceError:
     """``cls`` fails the suite at ``check``, with a message matching ``match``."""
     with pytest.raises(ConformanceError, match=match) as info:
@@ -425,6 +444,8 @@ MUTANTS = [
     (DeclaresIdleButWakes, "declared capability", r"declares decides_only_when_waiting, yet with no job pending at "
                                                   r"t=[\d.]+ s it decided \(\(\), 60\.0\)"),
     (DeclaresIdleButPreempts, "declared capability", r"no job pending at t=[\d.]+ s it decided \(\(\('c\d+', \(\)\),\), None\)"),
+    (DeclaresItWaitsButBackfills, "declared capability", r"declares waits_for_gpus, yet at t=[\d.]+ s, with [\d.]+ GPUs "
+                                                         r"free, fewer than the [\d.]+ its previous decision"),
 ]
 
 
@@ -528,3 +549,22 @@ def test_arrivals_behind_a_waiting_job_are_checked_when_a_policy_declares_they_c
         run_case(DeclaresArrivalsWaitButBackfills, case)
     assert info.value.check == "declared capability"
     assert "declares decides_only_when_freed, yet at t=10 s" in info.value.why and "(('c', " in info.value.why
+
+
+def test_an_end_that_frees_too_little_is_checked_when_a_policy_declares_what_it_waits_for():
+    # one 4-GPU node: a and b (2 GPUs each) start at 0; c (4 GPUs) arrives at 1 and waits; d (1 GPU)
+    # arrives at 2 behind it with nothing free. b ends at 50 and frees 2 GPUs, fewer than c's 4: FIFO
+    # starts nothing then, as it declares (c starts when a ends at 100, d when c ends at 110); a
+    # policy that backfills starts d at 50, with 2 + 1e-9 < 4 GPUs free, which its declaration denies
+    case = Case("too little freed", (NodeGroup(1, 4, 32, 128),),
+                tuple(jobs(gpu_job("a", 0.0, 2, 100.0), gpu_job("b", 0.0, 2, 50.0), gpu_job("c", 1.0, 4, 10.0),
+                           gpu_job("d", 2.0, 1, 5.0))))
+    out = run_case(policies.get("fifo"), case)
+    assert [(e[0], [j for j, _ in e[1]]) for e in out.log if e[1]] == [(0.0, ["a", "b"]), (100.0, ["c"]),
+                                                                        (110.0, ["d"])]
+    assert 50.0 in [e[0] for e in out.log]   # the suite's engine asked FIFO at b's end, and checked it
+    with pytest.raises(Exception) as info:
+        run_case(DeclaresItWaitsButBackfills, case)
+    assert info.value.check == "declared capability"
+    assert ("declares waits_for_gpus, yet at t=50 s, with 2 GPUs free, fewer than the 4" in info.value.why
+            and "(('d', " in info.value.why)

@@ -1,9 +1,12 @@
 """The engine's timing is exact: completions are computed from piecewise-constant rates."""
 
+import math
+
 import pytest
 
 from clustersim.policies.base import Decision, OracleError, Policy, PolicyError
 from clustersim.policies.fifo import Fifo
+from clustersim.policies.placement import strategy
 from clustersim.simulator.cluster import CapacityError
 from clustersim.simulator.engine import Engine, RunawayError
 from clustersim.simulator.overhead import ConstantOverhead
@@ -327,6 +330,7 @@ class Eager(Counting):
 
     decides_only_when_waiting = False
     decides_only_when_freed = False
+    waits_for_gpus = None
 
 
 def test_a_policy_that_declares_it_skips_decisions_with_nothing_pending_and_hears_every_end():
@@ -360,6 +364,60 @@ def test_fifo_is_not_asked_when_jobs_only_arrive_behind_a_waiting_one():
     assert r1.timeline().column("pending").to_pylist() == [0, 1, 2, 0, 0]
     # with backfilling FIFO declares nothing of the kind: an arrival may start in a gap
     assert Fifo(backfill=True).decides_only_when_freed is False
+
+
+def test_fifo_is_not_asked_when_an_end_frees_too_little_for_the_job_it_waits_for():
+    # one 4-GPU node: a (2 GPUs) runs 0-100 and b (2 GPUs) 0-50; c (4 GPUs) arrives at 10 and waits.
+    # b's end at 50 leaves 2 GPUs free, fewer than the 4 FIFO declared it waits for: it is not
+    # asked then. At 100 it hears of both ends and starts c, which runs to 120 (the last end,
+    # reported). The run is the same as when asked every time.
+    specs = jobs(gpu_job("a", 0.0, 2, 100.0), gpu_job("b", 0.0, 2, 50.0), gpu_job("c", 10.0, 4, 20.0))
+    lazy, eager = Counting(), Eager()
+    (s1, r1), (_, r2) = run(specs, lazy), run(specs, eager)
+    assert lazy.log == [(0.0, 2, []), (10.0, 1, []), (100.0, 1, ["b", "a"]), (120.0, 0, ["c"])]
+    assert [t for t, _, _ in eager.log] == [0.0, 10.0, 50.0, 100.0, 120.0]
+    assert (s1["c"].first_start, s1["c"].end_time) == (100.0, 120.0)
+    assert r1.jobs().equals(r2.jobs()) and r1.events().equals(r2.events()) and r1.timeline().equals(r2.timeline())
+    # the skipped decision's timeline row is still written: 2 GPUs in use from 50 to 100
+    tl = r1.timeline().to_pydict()
+    assert tl["time"] == [0.0, 10.0, 50.0, 100.0, 120.0] and tl["gpu_used"][2] == 2.0
+    assert Fifo(backfill=True).waits_for_gpus() is None
+
+
+class WaitsForNodes(Policy):
+    """Starts what is pending (first fit) and declares that no number of free GPUs changes its
+    decision: only a stop or a node change may (Policy.waits_for_gpus)."""
+
+    name = "waits-for-nodes"
+
+    def reset(self, view):
+        self.log = []
+
+    def decide(self, view):
+        self.log.append(view.now)
+        free, decision = view.cluster.free_copy(), Decision()
+        for job in view.pending.values():
+            alloc = strategy("first_fit")(free, job.roles, job.requested_counts())
+            if alloc is not None:
+                decision.allocations[job.job_id] = alloc
+        return decision
+
+    def waits_for_gpus(self):
+        return math.inf
+
+
+def test_a_declared_wait_for_gpus_holds_until_a_node_changes():
+    # two 4-GPU nodes: a (2 GPUs, 0-10) starts at 0; b's arrival at 1 and a's end at 10 are skipped
+    # (the policy declared no number of free GPUs would change anything); node 1 going down at 20
+    # asks for a decision, which starts b (20-40); its repair at 30 asks again; b's end at 40, the
+    # last, is reported
+    specs = jobs(gpu_job("a", 0.0, 2, 10.0), gpu_job("b", 1.0, 2, 20.0))
+    p = WaitsForNodes()
+    engine = Engine(specs, cluster(nodes=2), p, progress=False)
+    engine.fail_node(20.0, 1, repair_after=10.0)
+    engine.run()
+    assert p.log == [0.0, 20.0, 30.0, 40.0]
+    assert (engine.states["b"].first_start, engine.states["b"].end_time) == (20.0, 40.0)
 
 
 class WakesAt100(Policy):
