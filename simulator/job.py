@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, fields
+from operator import attrgetter
 from enum import Enum
 from types import MappingProxyType
 from typing import Mapping, NamedTuple
@@ -207,13 +208,6 @@ class JobState:
     busy_until: float = 0.0         # end of the current reconfiguration pause
     first_start: float | None = None
     end_time: float | None = None
-    preemptions: int = 0
-    rescales: int = 0
-    migrations: int = 0
-    resizes: int = 0
-    failures: int = 0
-    overhead_s: float = 0.0         # seconds of progress lost to reconfiguration
-    overhead_gpu_s: float = 0.0     # the same, in GPU-seconds
     phases: list | None = None      # (end time, rate) of the reconfiguration phases ahead, soonest last
     version: int = 0                # bumps whenever the completion time must be recomputed
     stop_reason: StopReason | None = None
@@ -226,6 +220,9 @@ class JobState:
     # or slowdown, so that a job no fault touched holds one empty slot, not ten (docs/performance.md);
     # its fields read and write through the JobState (``st.lost_s``), with their defaults while it is None
     fault: "FaultState | None" = None
+    # the job's stops and reshapes and what they cost (``Tally``): made at the first one, read and
+    # written through the JobState (``st.preemptions``) as ``fault`` is
+    tally: "Tally | None" = None
 
     def advance(self, now: float) -> None:
         """Bring progress and attained service up to ``now`` at the current rate."""
@@ -276,31 +273,50 @@ class FaultState:
     recoveries: int = 0
 
 
+@dataclass(slots=True)
+class Tally:
+    """A job's stops and reshapes, beside its ``JobState``: preemptions (stops by the policy),
+    failures, rescales (task count changes), migrations, resizes (grant changes), and the progress
+    they cost (seconds, and GPU-seconds)."""
+
+    preemptions: int = 0
+    rescales: int = 0
+    migrations: int = 0
+    resizes: int = 0
+    failures: int = 0
+    overhead_s: float = 0.0         # seconds of progress lost to reconfiguration
+    overhead_gpu_s: float = 0.0     # the same, in GPU-seconds
+
+
 FAULT_FIELDS = tuple(f.name for f in fields(FaultState))
-_NO_FAULT = FaultState()   # the defaults a job without a FaultState reads
+TALLY_FIELDS = tuple(f.name for f in fields(Tally))
 
 
-def _fault_field(name: str) -> property:
-    """``JobState.<name>``, kept in its ``FaultState``: the default while the job has none, which
-    a write of anything else makes."""
-    default = getattr(_NO_FAULT, name)
+def _forwarded(slot: str, record: type, name: str) -> property:
+    """``JobState.<name>``, kept in the record (a ``record``) in its slot ``slot``: the default
+    while the job has none, which a write of anything else makes."""
+    default = getattr(record(), name)
+    read = attrgetter(slot)
 
     def get(st: JobState):
-        f = st.fault
-        return default if f is None else getattr(f, name)
+        r = read(st)
+        return default if r is None else getattr(r, name)
 
     def set_(st: JobState, value) -> None:
-        f = st.fault
-        if f is None:
+        r = read(st)
+        if r is None:
             if type(value) is type(default) and value == default \
                     and not (type(value) is float and math.copysign(1.0, value) < 0):
                 return   # the default (a float's sign included): nothing to record
-            f = st.fault = FaultState()
-        setattr(f, name, value)
+            r = record()
+            setattr(st, slot, r)
+        setattr(r, name, value)
 
-    return property(get, set_, doc=f"``FaultState.{name}`` of the job")
+    return property(get, set_, doc=f"``{record.__name__}.{name}`` of the job")
 
 
 for _name in FAULT_FIELDS:
-    setattr(JobState, _name, _fault_field(_name))
+    setattr(JobState, _name, _forwarded("fault", FaultState, _name))
+for _name in TALLY_FIELDS:
+    setattr(JobState, _name, _forwarded("tally", Tally, _name))
 del _name
