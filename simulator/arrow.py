@@ -58,6 +58,15 @@ def array(values: Iterable, type: pa.DataType, nan_is_null: bool = False) -> pa.
     return _numeric(np.array(filled) if n else np.empty(0, np.float64), valid if has_null else None, type, nan_is_null)
 
 
+def masked(values: np.ndarray, valid: np.ndarray, type: pa.DataType) -> pa.Array:
+    """A column of ``values`` (a bool or numeric numpy array) with nulls where ``valid`` is False;
+    the values under them are written as they are (``array`` writes 0 or False under a None)."""
+    valid = None if valid.all() else valid
+    if type == pa.bool_():
+        return _make(type, len(values), valid, [_bits(values.astype(bool))])
+    return _numeric(values, valid, type, False)
+
+
 def _numeric(raw: np.ndarray, valid: np.ndarray | None, type: pa.DataType, nan_is_null: bool) -> pa.Array:
     dtype = _NUMPY.get(type)
     if dtype is None:
