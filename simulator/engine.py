@@ -26,6 +26,7 @@ from typing import Annotated
 
 from tqdm import tqdm
 
+from clustersim.simulator import arrow
 from clustersim.simulator.cluster import Cluster
 from clustersim.simulator.errors import PolicyError
 from clustersim.simulator.faults import Capabilities, World
@@ -178,6 +179,7 @@ class Engine:
 
     # ------------------------------------------------------------------ running
     def run(self) -> Recorder:
+        arrow.release_unused()   # the trace's table is dropped by now (the callers let it go after the build)
         self.policy.reset(self._view())
         if self.faults is not None:
             world = World(self.jobs, self.cluster.num_nodes, self.speed, self.cluster,

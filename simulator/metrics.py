@@ -346,7 +346,7 @@ class Recorder:
         with_dl = int(has.sum())
         met = int((~np.isnan(ends) & (ends <= dl[has] + 1e-9)).sum())
         # summed in the trace's order, as one job after another (sum's rounding, not numpy's pairwise one)
-        used = {t: sum(v.tolist()) for t, v in self.gpu_seconds_by_type().items()}
+        used = {t: _sum(v) for t, v in self.gpu_seconds_by_type().items()}
         cap: dict[str, float] = {}
         for t, g in zip(self.cluster.gpu_type, self.cluster.capacity[:, 0]):
             cap[t] = cap.get(t, 0.0) + float(g)
@@ -446,7 +446,7 @@ class Recorder:
         end = (float(end_time[ended].max()) if n_ended else start) if n_ended == n else self.end_time
         stats = lambda a, p: float(np.percentile(a, p)) if len(a) else None  # noqa: E731
         # sums in the trace's order, one job after another, as Python's sum adds them
-        total = lambda name: sum(self.column(name).tolist())  # noqa: E731
+        total = lambda name: _sum(self.column(name))  # noqa: E731
         return {
             "jobs": n,
             "jobs_finished": int(done.sum()),
@@ -474,14 +474,18 @@ class Recorder:
         }
 
     def _mean_util(self, start: float, end: float) -> list[float | None]:
-        """Time-weighted mean of used/capacity over [start, end]."""
+        """Time-weighted mean of used/capacity over [start, end]: the areas summed a slice of rows at a
+        time, row after row as ``(used * dt).sum(axis=0)`` adds them, without a copy of the timeline."""
         if end <= start or not self._t:
             return [None, None, None]
-        t = np.clip(np.append(_floats(self._t), end), start, end)
-        used = _floats(self._used).reshape(-1, 3)
-        area = (used * np.diff(t)[:, None]).sum(axis=0)
+        t = np.frombuffer(self._t, dtype=np.float64)
+        used = np.frombuffer(self._used, dtype=np.float64).reshape(-1, 3)
+        area = np.zeros((1, 3))
+        for i in range(0, len(t), _SLICE):
+            times = np.clip(t[i:i + _SLICE + 1] if i + _SLICE < len(t) else np.append(t[i:], end), start, end)
+            area = np.add.reduce(np.vstack([area, used[i:i + _SLICE] * np.diff(times)[:, None]]), axis=0)[None, :]
         total = self.cluster.total
-        return [float(a / (c * (end - start))) if c > 0 else None for a, c in zip(area, total)]
+        return [float(a / (c * (end - start))) if c > 0 else None for a, c in zip(area[0], total)]
 
     # --- output
     def write(self, run_dir: str | os.PathLike, meta: dict | None = None) -> dict:
@@ -500,6 +504,18 @@ class Recorder:
             atomic_write(out / "run.json", lambda p: Path(p).write_text(json.dumps(meta, indent=2, default=str)))
         atomic_write(out / "summary.json", lambda p: Path(p).write_text(json.dumps(summary, indent=2)))
         return summary
+
+
+_SLICE = 1 << 16   # rows a summary reads into Python objects at a time (choice: bounded memory, few slices)
+
+
+def _sum(values: np.ndarray):
+    """``sum(values.tolist())``: Python's sum, one value after another (numpy's sums pairwise,
+    which rounds differently), a slice at a time."""
+    total = 0
+    for i in range(0, len(values), _SLICE):
+        total = sum(values[i:i + _SLICE].tolist(), total)
+    return total
 
 
 def _nullable(values: np.ndarray) -> pa.Array:
@@ -689,7 +705,7 @@ def efficiency(rec: Recorder, start: float, end: float) -> dict:
     out = {"scale_out_events": sum(k == "scale_out" for k in ev["kind"]),
            "scale_in_events": sum(k == "scale_in" for k in ev["kind"])}
     ran = rec.column("end_time") - rec.column("first_start")   # NaN where a job never started or never ended
-    ran = sum(ran[~np.isnan(ran)].tolist())
+    ran = _sum(ran[~np.isnan(ran)])
     reshaping = sum(o for k, o in zip(ev["kind"], ev["overhead_s"]) if k in ("scale_out", "scale_in", "rescale", "migrate"))
     out["overhead_ratio"] = reshaping / ran if ran > 0 else None
     speed = getattr(rec, "speed", None)
@@ -744,7 +760,7 @@ def efficiency(rec: Recorder, start: float, end: float) -> dict:
 def _by_time(times: array, jobs: list, gpus: array, chunk: int = 1 << 16):
     """(time, job, GPUs after) of each event in time order (ties in the order recorded: a stable
     sort, as ``sorted`` by time), made a chunk at a time: no tuple per event of a long run held at once."""
-    t, g = _floats(times), _floats(gpus)
+    t, g = np.frombuffer(times, dtype=np.float64), np.frombuffer(gpus, dtype=np.float64)   # read, not copied
     order = np.argsort(t, kind="stable")
     for i in range(0, len(order), chunk):
         idx = order[i:i + chunk]
