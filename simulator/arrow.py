@@ -59,10 +59,30 @@ def array(values: Iterable, type: pa.DataType, nan_is_null: bool = False) -> pa.
 
 
 def release_unused() -> None:
-    """Give the memory Arrow's pool holds free back to the OS (mimalloc and jemalloc keep what a
-    dropped table used for later Arrow allocations; a run makes few until its outputs): ~120 MB of a
-    1M-job trace's table and its load, which the replay's own columns could not reuse."""
+    """Give memory that dropped tables and their temporaries left free back to the OS: Arrow's
+    pool keeps it for later Arrow allocations (mimalloc, jemalloc), and glibc's heap keeps what
+    numpy buffers freed, neither of which a run's Python objects and recorded columns reuse
+    (~120 MB and ~190 MB after a 1M-job trace's load and checks; docs/performance.md)."""
     pa.default_memory_pool().release_unused()
+    trim = _malloc_trim()
+    if trim is not None:
+        trim(0)
+
+
+def _malloc_trim():
+    """glibc's ``malloc_trim``, or None where the C library has none (macOS, musl)."""
+    global _TRIM
+    if _TRIM is False:
+        import ctypes
+
+        try:
+            _TRIM = ctypes.CDLL(None).malloc_trim
+        except (OSError, AttributeError):
+            _TRIM = None
+    return _TRIM
+
+
+_TRIM = False   # not looked up yet
 
 
 def masked(values: np.ndarray, valid: np.ndarray, type: pa.DataType) -> pa.Array:
