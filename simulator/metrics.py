@@ -124,8 +124,8 @@ class Recorder:
         # compact columns (8 bytes a number, no object per value): a run records a few rows per job
         self._t = array("d")
         self._used = array("d")      # GPUs, cores, GB in use: three per timeline row
-        self._running = array("q")
-        self._pending = array("q")
+        self._running = array("i")   # job counts: int32, as the timeline table has them
+        self._pending = array("i")
         # an event's job is its spec (the job id is read from it when the table is built)
         self._events: dict[str, list | array] = {"time": array("d"), "job": [], "kind": [],
                                                  "gpus_before": array("d"), "gpus_after": array("d"),
@@ -417,8 +417,8 @@ class Recorder:
             "time": arrow.array(_floats(self._t), pa.float64()),
             "gpu_used": f64(used[:, 0]), "cpu_used": f64(used[:, 1]), "mem_used": f64(used[:, 2]),
             "gpu_util": f64(util[:, 0]), "cpu_util": f64(util[:, 1]), "mem_util": f64(util[:, 2]),
-            "running": arrow.array(np.frombuffer(self._running, dtype=np.int64), pa.int32()),
-            "pending": arrow.array(np.frombuffer(self._pending, dtype=np.int64), pa.int32()),
+            "running": arrow.array(np.frombuffer(self._running, dtype=np.int32).copy(), pa.int32()),
+            "pending": arrow.array(np.frombuffer(self._pending, dtype=np.int32).copy(), pa.int32()),
         })
 
     def events(self) -> pa.Table:
@@ -761,6 +761,10 @@ def _by_time(times: array, jobs: list, gpus: array, chunk: int = 1 << 16):
     """(time, job, GPUs after) of each event in time order (ties in the order recorded: a stable
     sort, as ``sorted`` by time), made a chunk at a time: no tuple per event of a long run held at once."""
     t, g = np.frombuffer(times, dtype=np.float64), np.frombuffer(gpus, dtype=np.float64)   # read, not copied
+    if not (t[1:] < t[:-1]).any():   # recorded as the clock went, so in order already: no sort to hold
+        for i in range(0, len(t), chunk):
+            yield from zip(t[i:i + chunk].tolist(), jobs[i:i + chunk], g[i:i + chunk].tolist())
+        return
     order = np.argsort(t, kind="stable")
     for i in range(0, len(order), chunk):
         idx = order[i:i + chunk]
