@@ -26,6 +26,7 @@ from typing import Annotated
 
 from tqdm import tqdm
 
+from clustersim.simulator import arrow
 from clustersim.simulator.cluster import EPS, Cluster
 from clustersim.simulator.errors import PolicyError
 from clustersim.simulator.faults import Capabilities, World
@@ -183,6 +184,7 @@ class Engine:
 
     # ------------------------------------------------------------------ running
     def run(self) -> Recorder:
+        arrow.release_unused()   # the trace's table is dropped by now (the callers let it go after the build)
         self.policy.reset(self._view())
         if self.faults is not None:
             world = World(self.jobs, self.cluster.num_nodes, self.speed, self.cluster,
@@ -413,8 +415,9 @@ class Engine:
             self._decision_at = at   # the loop runs it after the events of that instant
 
     def _view(self) -> View:
-        for job in self._reported:   # policies have seen them ended: their samples are done with
-            job._state.samples = None
+        for job in self._reported:   # policies have seen them ended: their samples are done with, and
+            job._state.samples = None   # their numbers go to the recorder's columns, the state let go
+            self.states[job.job_id] = self.recorder.ended(job._state)
         view = View(self.clock, self._cluster_view, self._ro_pending, self._ro_running,
                     tuple(self._arrived), tuple(self._finished), tuple(self._stopped))
         self._reported = view.finished

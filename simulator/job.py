@@ -9,7 +9,8 @@ engine stores every allocation it accepts as read-only ``Tasks`` with the grants
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
+from operator import attrgetter
 from enum import Enum
 from types import MappingProxyType
 from typing import Mapping, NamedTuple
@@ -207,32 +208,21 @@ class JobState:
     busy_until: float = 0.0         # end of the current reconfiguration pause
     first_start: float | None = None
     end_time: float | None = None
-    preemptions: int = 0
-    rescales: int = 0
-    migrations: int = 0
-    resizes: int = 0
-    failures: int = 0
-    overhead_s: float = 0.0         # seconds of progress lost to reconfiguration
-    overhead_gpu_s: float = 0.0     # the same, in GPU-seconds
     phases: list | None = None      # (end time, rate) of the reconfiguration phases ahead, soonest last
     version: int = 0                # bumps whenever the completion time must be recomputed
     stop_reason: StopReason | None = None
     waited: float = 0.0             # seconds spent pending, before the first start and after stops
     pending_since: float = 0.0
     samples: list | None = None     # measured throughput: [t0, t1, measured it/s, allocation] per steady phase
-    # checkpoints (simulator/faults.py): while running, one every ``interval`` s of wall time from
-    # the (re)start, per store; ``ckpts`` holds [interval, next time, (time, progress, service) of
-    # the latest] per store (durable, and in memory with flash checkpoints); ``ckpt_next``: the soonest
-    ckpts: list | None = None
+    # the soonest checkpoint ahead (simulator/faults.py), read at every ``advance``: None without checkpoints
     ckpt_next: float | None = None
-    factor: float = 1.0             # fault slowdown on the speed model's rate (stragglers, hot PS)
-    failed_by: dict | None = None   # failures per cause (StopReason value)
-    last_failure: Failure | None = None
-    lost_iterations: float = 0.0    # progress lost to failures (since the last checkpoint)
-    lost_s: float = 0.0
-    lost_gpu_s: float = 0.0
-    recover_s: float = 0.0          # summed time from each failure until training again
-    recoveries: int = 0
+    # what a fault model records of the job (``FaultState``): made at its first checkpoint, failure
+    # or slowdown, so that a job no fault touched holds one empty slot, not ten (docs/performance.md);
+    # its fields read and write through the JobState (``st.lost_s``), with their defaults while it is None
+    fault: "FaultState | None" = None
+    # the job's stops and reshapes and what they cost (``Tally``): made at the first one, read and
+    # written through the JobState (``st.preemptions``) as ``fault`` is
+    tally: "Tally | None" = None
 
     def advance(self, now: float) -> None:
         """Bring progress and attained service up to ``now`` at the current rate."""
@@ -259,3 +249,74 @@ class JobState:
                 c[1] = nxt = t + interval
             soonest = min(soonest, nxt)
         self.ckpt_next = soonest
+
+
+@dataclass(slots=True)
+class FaultState:
+    """What fault models (simulator/faults.py) record of a job, beside its ``JobState``.
+
+    Checkpoints: while running, one every ``interval`` s of wall time from the (re)start, per
+    store; ``ckpts`` holds [interval, next time, (time, progress, service) of the latest] per
+    store (durable, and in memory with flash checkpoints), the soonest next time being
+    ``JobState.ckpt_next``. Failures: how many per cause (a ``StopReason`` value), the last one,
+    and what they lost since the last checkpoint; recoveries: the time from each failure until
+    the job trains again, summed, and how many."""
+
+    ckpts: list | None = None
+    factor: float = 1.0             # fault slowdown on the speed model's rate (stragglers, hot PS)
+    failed_by: dict | None = None   # failures per cause (StopReason value)
+    last_failure: Failure | None = None
+    lost_iterations: float = 0.0    # progress lost to failures (since the last checkpoint)
+    lost_s: float = 0.0
+    lost_gpu_s: float = 0.0
+    recover_s: float = 0.0          # summed time from each failure until training again
+    recoveries: int = 0
+
+
+@dataclass(slots=True)
+class Tally:
+    """A job's stops and reshapes, beside its ``JobState``: preemptions (stops by the policy),
+    failures, rescales (task count changes), migrations, resizes (grant changes), and the progress
+    they cost (seconds, and GPU-seconds)."""
+
+    preemptions: int = 0
+    rescales: int = 0
+    migrations: int = 0
+    resizes: int = 0
+    failures: int = 0
+    overhead_s: float = 0.0         # seconds of progress lost to reconfiguration
+    overhead_gpu_s: float = 0.0     # the same, in GPU-seconds
+
+
+FAULT_FIELDS = tuple(f.name for f in fields(FaultState))
+TALLY_FIELDS = tuple(f.name for f in fields(Tally))
+
+
+def _forwarded(slot: str, record: type, name: str) -> property:
+    """``JobState.<name>``, kept in the record (a ``record``) in its slot ``slot``: the default
+    while the job has none, which a write of anything else makes."""
+    default = getattr(record(), name)
+    read = attrgetter(slot)
+
+    def get(st: JobState):
+        r = read(st)
+        return default if r is None else getattr(r, name)
+
+    def set_(st: JobState, value) -> None:
+        r = read(st)
+        if r is None:
+            if type(value) is type(default) and value == default \
+                    and not (type(value) is float and math.copysign(1.0, value) < 0):
+                return   # the default (a float's sign included): nothing to record
+            r = record()
+            setattr(st, slot, r)
+        setattr(r, name, value)
+
+    return property(get, set_, doc=f"``{record.__name__}.{name}`` of the job")
+
+
+for _name in FAULT_FIELDS:
+    setattr(JobState, _name, _forwarded("fault", FaultState, _name))
+for _name in TALLY_FIELDS:
+    setattr(JobState, _name, _forwarded("tally", Tally, _name))
+del _name

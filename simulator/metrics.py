@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 from array import array
 from pathlib import Path
@@ -21,11 +22,100 @@ import pyarrow.parquet as pq
 
 from clustersim.simulator import arrow   # output columns without pa.array's pandas import
 from clustersim.simulator.errors import OutputError
-from clustersim.simulator.job import ENDED, JobState, Status
+from clustersim.simulator.job import EMPTY, ENDED, FAULT_FIELDS, FaultState, JobState, Status, StopReason
 
 
 FAILURE_CAUSES = ("failed", "node_down", "oom")   # StopReason values of failures
 UNFINISHED_LISTED = 100   # summary.json lists this many unfinished jobs (jobs_unfinished counts all)
+
+# the recorder's row of an ended job: JobState's numbers, each in its own compact column (array
+# type codes: d float64, i int32, b int8); a time that is None is NaN
+# (the engine's bookkeeping of a running job, busy_until, pending_since and version, is not kept)
+_COLUMNS = (("progress", "d"), ("service", "d"), ("first_start", "d"), ("end_time", "d"), ("overhead_s", "d"),
+            ("overhead_gpu_s", "d"), ("waited", "d"), ("preemptions", "i"), ("rescales", "i"), ("migrations", "i"),
+            ("resizes", "i"), ("failures", "i"), ("status", "b"), ("stop_reason", "b"))
+_NP = {name: {"d": np.float64, "i": np.int32, "b": np.int8}[code] for name, code in _COLUMNS}
+_STATUSES = tuple(Status)
+_STATUS_CODE = {s: i for i, s in enumerate(_STATUSES)}
+_STOPS = (None, *StopReason)
+_STOP_CODE = {s: i for i, s in enumerate(_STOPS)}
+_NULLABLE = ("first_start", "end_time")
+
+
+def _or_nan(t: float | None) -> float:
+    return math.nan if t is None else t
+
+
+class Ended:
+    """An ended job as the recorder keeps it: its spec and its row of the recorder's columns,
+    read as the ``JobState`` it replaces reads (``engine.states``, ``recorder.states``). Read-only;
+    the state of a job that has ended holds nothing and changes no more: its allocation is empty
+    and its rates 0, and its throughput samples and phases are gone. Each recorder makes its own
+    subclass, whose ``_rec`` is the recorder."""
+
+    __slots__ = ("spec", "_row")
+    _rec: "Recorder"
+    allocation = EMPTY
+    gpus = rate = steady_rate = 0.0
+    phases = samples = None
+
+    def __init__(self, spec, row: int):
+        self.spec, self._row = spec, row
+
+    def _get(self, name: str):
+        return self._rec._cols[name][self._row]
+
+    @property
+    def status(self) -> Status:
+        return _STATUSES[self._get("status")]
+
+    @property
+    def stop_reason(self) -> StopReason | None:
+        return _STOPS[self._get("stop_reason")]
+
+    @property
+    def since(self) -> float | None:
+        """Progress is brought up to date at the end: the end time (None for a row of an unfinished job)."""
+        return self.end_time
+
+    @property
+    def fault(self) -> FaultState | None:
+        return self._rec._faults.get(self._row, (None, None))[0]
+
+    @property
+    def ckpt_next(self) -> float | None:
+        return self._rec._faults.get(self._row, (None, None))[1]
+
+    def __repr__(self) -> str:
+        return f"Ended({self.spec.job_id!r}, {self.status.value})"
+
+
+def _column_property(name: str) -> property:
+    if name in _NULLABLE:
+        def get(e: Ended):
+            t = e._get(name)
+            return None if t != t else t
+    else:
+        def get(e: Ended):
+            return e._get(name)
+    return property(get, doc=f"the job's ``{name}`` when it ended")
+
+
+def _fault_property(name: str) -> property:
+    default = getattr(FaultState(), name)
+
+    def get(e: Ended):
+        f = e.fault
+        return default if f is None else getattr(f, name)
+    return property(get, doc=f"``FaultState.{name}`` of the job")
+
+
+for _name, _ in _COLUMNS:
+    if _name not in ("status", "stop_reason"):
+        setattr(Ended, _name, _column_property(_name))
+for _name in FAULT_FIELDS:
+    setattr(Ended, _name, _fault_property(_name))
+del _name
 
 
 class Recorder:
@@ -34,13 +124,14 @@ class Recorder:
         # compact columns (8 bytes a number, no object per value): a run records a few rows per job
         self._t = array("d")
         self._used = array("d")      # GPUs, cores, GB in use: three per timeline row
-        self._running = array("q")
-        self._pending = array("q")
-        self._events: dict[str, list | array] = {"time": array("d"), "job_id": [], "kind": [],
+        self._running = array("i")   # job counts: int32, as the timeline table has them
+        self._pending = array("i")
+        # an event's job is its spec (the job id is read from it when the table is built)
+        self._events: dict[str, list | array] = {"time": array("d"), "job": [], "kind": [],
                                                  "gpus_before": array("d"), "gpus_after": array("d"),
                                                  "overhead_s": array("d")}
         e = self._events   # their appends, bound once: the recorder's hot path is one event per change
-        self._append_event = tuple(e[k].append for k in ("time", "job_id", "kind", "gpus_before", "gpus_after",
+        self._append_event = tuple(e[k].append for k in ("time", "job", "kind", "gpus_before", "gpus_after",
                                                          "overhead_s"))
         self._nodes: dict[str, list] = {"time": [], "node": [], "up": []}
         self.states: list[JobState] = []
@@ -50,6 +141,14 @@ class Recorder:
         self._seg: dict = {}        # job -> (since, {gpu type: GPUs held}) of its current allocation
         # gpu type -> {job: GPU-seconds} of its past allocations: one dict per type, not one per job
         self._by_type: dict[str, dict[str, float]] = {}
+        # a row per ended job (and, at the end of the run, per unfinished one), in the order they
+        # ended: the numbers of its JobState (``Ended``), 8 bytes or fewer each, instead of the state
+        self._cols = {name: array(code) for name, code in _COLUMNS}
+        self._append_row = tuple(self._cols[name].append for name, _ in _COLUMNS)
+        self._faults: dict[int, tuple] = {}        # row -> (FaultState, ckpt_next) of the rows that have one
+        self._gpu_s: dict[str, array] = {}         # gpu type -> GPU-seconds per row
+        self._Ended = type("Ended", (Ended,), {"__slots__": (), "_rec": self})   # its rows read this recorder
+        self._rows = np.zeros(0, dtype=np.int64)   # each job's row, in the trace's order (``finish``)
 
     # --- during the run (hot path: appends only)
     def sample(self, now: float, running: int, pending: int) -> None:
@@ -72,9 +171,9 @@ class Recorder:
 
     def event(self, now: float, st: JobState, kind: str, lost: float, gpus_before: float | None = None,
               gpus_after: float | None = None) -> None:
-        time, job_id, kinds, before, after, overhead_s = self._append_event
+        time, job, kinds, before, after, overhead_s = self._append_event
         time(now)
-        job_id(st.spec.job_id)
+        job(st.spec)
         kinds(kind)
         before(st.gpus if gpus_before is None else gpus_before)
         after(st.gpus if gpus_after is None else gpus_after)
@@ -116,131 +215,197 @@ class Recorder:
         self._nodes["node"].append(node)
         self._nodes["up"].append(up)
 
+    def ended(self, st: JobState) -> "Ended":
+        """Job ``st`` has ended (its last event recorded): its numbers become a row of the
+        recorder's columns, and the returned ``Ended`` reads them there, so that the engine can
+        hold it in the state's place and let the state go (a 1M-job run holds a million ended jobs)."""
+        row = len(self._cols["status"])
+        status = _STATUS_CODE[st.status]
+        for append, value in zip(self._append_row, (
+                st.progress, st.service, _or_nan(st.first_start), _or_nan(st.end_time), st.overhead_s,
+                st.overhead_gpu_s, st.waited, st.preemptions, st.rescales, st.migrations, st.resizes, st.failures,
+                status, _STOP_CODE[st.stop_reason])):
+            append(value)
+        if st.fault is not None or st.ckpt_next is not None:
+            self._faults[row] = (st.fault, st.ckpt_next)
+        job = st.spec.job_id
+        for t, per_job in self._by_type.items():   # its allocations are closed: GPU-seconds per type
+            col = self._gpu_s.get(t)
+            if col is None:
+                col = self._gpu_s[t] = array("d", bytes(8 * row))
+            col.append(per_job.pop(job, 0.0))
+        for col in self._gpu_s.values():   # a type this job never held
+            if len(col) == row:
+                col.append(0.0)
+        return self._Ended(st.spec, row)
+
     def finish(self, states: Iterable[JobState], end_time: float, reason=None) -> None:
         """The run is over: jobs still pending or running become unfinished, each with the reason
-        ``reason(state)`` gives (for summary.json)."""
-        self.states = sorted(states, key=lambda s: s.spec.index)
+        ``reason(state)`` gives (for summary.json); every job is then a row of the columns.
+        ``states``: each job's ``Ended`` (or, for a job that never ended, its state), in the trace's order."""
+        self.end_time = end_time
         self.unfinished = []
-        for st in self.states:
+        self.states = sorted(states, key=lambda s: s.spec.index)
+        rows = np.empty(len(self.states), dtype=np.int64)
+        for i, st in enumerate(self.states):
+            if isinstance(st, Ended):
+                rows[i] = st._row
+                continue
             if st.status in (Status.PENDING, Status.RUNNING):
                 self.unfinished.append({"job_id": st.spec.job_id, "status": st.status.value,
                                         "reason": reason(st) if reason else st.status.value})
                 st.status = Status.UNFINISHED
-        self.end_time = end_time
+            open_since, held = self._seg.get(st.spec.job_id, (end_time, {}))
+            rows[i] = self.ended(st)._row   # the state stays: it holds what it held at the end
+            for t, g in held.items():   # its allocation still open at the end of the run
+                col = self._gpu_s.get(t)
+                if col is None:
+                    col = self._gpu_s[t] = array("d", bytes(8 * len(self._cols["status"])))
+                col[-1] += g * max(end_time - open_since, 0.0)
+        self._rows = rows
 
-    # --- tables
+    def column(self, name: str) -> np.ndarray:
+        """A recorded column (``_COLUMNS``) of every job, in the trace's order, after ``finish``."""
+        return np.frombuffer(self._cols[name], dtype=_NP[name])[self._rows] if len(self._rows) \
+            else np.zeros(0, _NP[name])
+
+    def _spec_column(self, get, dtype=np.float64) -> np.ndarray:
+        return np.fromiter((get(s.spec) for s in self.states), dtype=dtype, count=len(self.states))
+
+    # --- tables (from the columns, after ``finish``)
     def jobs(self) -> pa.Table:
-        rows = self.states
-        col = lambda f: [f(s) for s in rows]  # noqa: E731
-        first = col(lambda s: s.first_start)
-        end = col(lambda s: s.end_time)
-        submit = col(lambda s: s.spec.submit_time)
+        specs = [s.spec for s in self.states]
+        f64 = lambda a: arrow.array(a, pa.float64())  # noqa: E731
+        i32 = lambda name: arrow.array(self.column(name), pa.int32())  # noqa: E731
+        first, end = self.column("first_start"), self.column("end_time")
+        submit = self._spec_column(lambda s: s.submit_time)
+        gpus: dict = {}   # roles -> GPUs at the request: a few distinct per trace
+        num_gpus = np.fromiter((gpus[s.roles] if s.roles in gpus else gpus.setdefault(s.roles, s.num_gpus)
+                                for s in specs), dtype=np.float64, count=len(specs))
+        service = self.column("service")
         return pa.table({
-            "job_id": arrow.array(col(lambda s: s.spec.job_id), pa.string()),
-            "tenant": arrow.array(col(lambda s: s.spec.tenant), pa.string()),
-            "user": arrow.array(col(lambda s: s.spec.user), pa.string()),
-            "model": arrow.array(col(lambda s: s.spec.model), pa.string()),
-            "profile": arrow.array(col(lambda s: s.spec.profile), pa.string()),
-            "num_gpus": arrow.array(col(lambda s: s.spec.num_gpus), pa.float64()),
-            "duration_alone": arrow.array(col(lambda s: s.spec.duration), pa.float64()),  # run alone at its request
-            "submit_time": arrow.array(submit, pa.float64()),
-            "first_start": arrow.array(first, pa.float64()),
-            "end_time": arrow.array(end, pa.float64()),
-            "jct": arrow.array([e - s if e is not None else None for e, s in zip(end, submit)], pa.float64()),
-            "queueing_delay": arrow.array([f - s if f is not None else None for f, s in zip(first, submit)],
-                                          pa.float64()),
-            "waiting_time": arrow.array(col(lambda s: s.waited), pa.float64()),   # pending, after preemptions too
-            "gpu_seconds": arrow.array(col(lambda s: s.service), pa.float64()),
-            "gpu_hours": arrow.array(col(lambda s: s.service / 3600.0), pa.float64()),
-            "progress": arrow.array(col(lambda s: s.progress / s.spec.total_work), pa.float64()),
-            "preemptions": arrow.array(col(lambda s: s.preemptions), pa.int32()),
-            "rescales": arrow.array(col(lambda s: s.rescales), pa.int32()),
-            "resizes": arrow.array(col(lambda s: s.resizes), pa.int32()),
-            "migrations": arrow.array(col(lambda s: s.migrations), pa.int32()),
-            "failures": arrow.array(col(lambda s: s.failures), pa.int32()),
-            "overhead_s": arrow.array(col(lambda s: s.overhead_s), pa.float64()),
-            "overhead_gpu_s": arrow.array(col(lambda s: s.overhead_gpu_s), pa.float64()),
-            "status": arrow.array(col(lambda s: s.status.value), pa.string()),
-            **self.peer_columns(rows),
-            **self.fault_columns(rows),
+            "job_id": arrow.array([s.job_id for s in specs], pa.string()),
+            "tenant": arrow.array([s.tenant for s in specs], pa.string()),
+            "user": arrow.array([s.user for s in specs], pa.string()),
+            "model": arrow.array([s.model for s in specs], pa.string()),
+            "profile": arrow.array([s.profile for s in specs], pa.string()),
+            "num_gpus": f64(num_gpus),
+            "duration_alone": arrow.array([s.duration for s in specs], pa.float64()),  # run alone at its request
+            "submit_time": f64(submit),
+            "first_start": _nullable(first),
+            "end_time": _nullable(end),
+            "jct": _nullable(end - submit),
+            "queueing_delay": _nullable(first - submit),
+            "waiting_time": f64(self.column("waited")),   # pending, after preemptions too
+            "gpu_seconds": f64(service),
+            "gpu_hours": f64(service / 3600.0),
+            "progress": f64(self.column("progress") / self._spec_column(lambda s: s.total_work)),
+            "preemptions": i32("preemptions"),
+            "rescales": i32("rescales"),
+            "resizes": i32("resizes"),
+            "migrations": i32("migrations"),
+            "failures": i32("failures"),
+            "overhead_s": f64(self.column("overhead_s")),
+            "overhead_gpu_s": f64(self.column("overhead_gpu_s")),
+            "status": arrow.array([_STATUSES[c].value for c in self.column("status").tolist()], pa.string()),
+            **self.peer_columns(specs, end),
+            **self.fault_columns(specs),
         })
 
-    def by_type(self, st: JobState) -> dict[str, float]:
-        """GPU-seconds a job held on each GPU type (allocations only, up to the end of the run)."""
-        job = st.spec.job_id
-        acc = {t: per_job[job] for t, per_job in self._by_type.items() if job in per_job}
-        since, held = self._seg.get(job, (self.end_time, {}))
-        for t, g in held.items():
-            acc[t] = acc.get(t, 0.0) + g * max(self.end_time - since, 0.0)
-        return acc
+    def gpu_seconds_by_type(self) -> dict[str, np.ndarray]:
+        """GPU-seconds each job held on each GPU type (allocations only, up to the end of the
+        run), in the trace's order, after ``finish``."""
+        return {t: np.frombuffer(col, dtype=np.float64)[self._rows] for t, col in self._gpu_s.items()}
 
-    def peer_columns(self, rows: list[JobState]) -> dict:
+    def peer_columns(self, specs: list, end: np.ndarray) -> dict:
         """Deadlines (absolute s: met, slack = deadline - end) and the GPU types a job ran on."""
-        dl = [s.spec.deadline for s in rows]
-        end = [s.end_time for s in rows]
+        dl = [s.deadline for s in specs]
+        d = np.array([math.nan if x is None else x for x in dl], dtype=np.float64)
+        has = ~np.isnan(d)
+        done = ~np.isnan(end)
+        met = np.zeros(len(d), dtype=bool)
+        met[has & done] = end[has & done] <= d[has & done] + 1e-9
+        types = sorted(self.gpu_seconds_by_type().items())
+        code = np.zeros(len(specs), dtype=np.int64)   # bit k: the job held type k
+        for k, (_, v) in enumerate(types):
+            code |= (v > 0).astype(np.int64) << k
+        names = {c: "+".join(t for k, (t, _) in enumerate(types) if c >> k & 1) or None for c in np.unique(code).tolist()}
         return {
             "deadline": arrow.array(dl, pa.float64()),
-            "deadline_met": arrow.array([None if d is None else (e is not None and e <= d + 1e-9)
-                                         for d, e in zip(dl, end)], pa.bool_()),
-            "deadline_slack": arrow.array([None if d is None or e is None else d - e for d, e in zip(dl, end)],
-                                          pa.float64()),
-            "gpu_types": arrow.array(["+".join(sorted(t for t, v in self.by_type(s).items() if v > 0)) or None
-                                      for s in rows], pa.string()),
+            "deadline_met": arrow.masked(met, has, pa.bool_()),
+            "deadline_slack": arrow.masked(np.where(has & done, d - end, 0.0), has & done, pa.float64()),
+            "gpu_types": arrow.array([names[c] for c in code.tolist()], pa.string()),
         }
 
     def peer_summary(self, start: float, end: float) -> dict:
         """The deadline-satisfactory ratio (ElasticFlow §6: jobs with a deadline that finish by
         it, over jobs with a deadline; unfinished jobs miss) and GPU use per GPU type."""
-        with_dl = [s for s in self.states if s.spec.deadline is not None]
-        met = sum(1 for s in with_dl if s.end_time is not None and s.end_time <= s.spec.deadline + 1e-9)
-        used: dict[str, float] = {}
-        for s in self.states:
-            for t, v in self.by_type(s).items():
-                used[t] = used.get(t, 0.0) + v
+        dl = self._spec_column(lambda s: math.nan if s.deadline is None else s.deadline)
+        has = ~np.isnan(dl)
+        ends = self.column("end_time")[has]
+        with_dl = int(has.sum())
+        met = int((~np.isnan(ends) & (ends <= dl[has] + 1e-9)).sum())
+        # summed in the trace's order, as one job after another (sum's rounding, not numpy's pairwise one)
+        used = {t: _sum(v) for t, v in self.gpu_seconds_by_type().items()}
         cap: dict[str, float] = {}
         for t, g in zip(self.cluster.gpu_type, self.cluster.capacity[:, 0]):
             cap[t] = cap.get(t, 0.0) + float(g)
         span = end - start
         return {
-            "jobs_with_deadline": len(with_dl),
-            "deadline_ratio": met / len(with_dl) if with_dl else None,
+            "jobs_with_deadline": with_dl,
+            "deadline_ratio": met / with_dl if with_dl else None,
             "gpu_seconds_by_type": {t: used.get(t, 0.0) for t in sorted(cap)},
             "gpu_util_by_type": {t: (used.get(t, 0.0) / (cap[t] * span) if cap[t] > 0 and span > 0 else None)
                                  for t in sorted(cap)},
         }
 
-    def fault_columns(self, rows: list[JobState]) -> dict:
+    def _fault_rows(self) -> list[tuple[int, FaultState]]:
+        """(position in the trace's order, FaultState) of the jobs that have one, in that order."""
+        if not self._faults:
+            return []
+        where = np.empty(len(self._cols["status"]), dtype=np.int64)
+        where[self._rows] = np.arange(len(self._rows))
+        return sorted((int(where[row]), f) for row, (f, _) in self._faults.items() if f is not None)
+
+    def fault_columns(self, specs: list) -> dict:
         """Failures by cause, progress lost to them (fraction of the job's work, seconds of
         training, GPU-seconds) and the time from each failure until training again
         (simulator/faults.py)."""
-        by = [s.failed_by or {} for s in rows]
-        return {
-            **{f"failures_{c}": arrow.array([b.get(c, 0) for b in by], pa.int32()) for c in FAILURE_CAUSES},
-            "lost_work": arrow.array([s.lost_iterations / s.spec.total_work if s.spec.total_work else 0.0
-                                      for s in rows], pa.float64()),
-            "lost_s": arrow.array([s.lost_s for s in rows], pa.float64()),
-            "lost_gpu_s": arrow.array([s.lost_gpu_s for s in rows], pa.float64()),
-            "recover_s": arrow.array([s.recover_s for s in rows], pa.float64()),
-        }
+        n = len(specs)
+        by = {c: np.zeros(n, dtype=np.int32) for c in FAILURE_CAUSES}
+        lost = {k: np.zeros(n) for k in ("lost_work", "lost_s", "lost_gpu_s", "recover_s")}
+        for i, f in self._fault_rows():
+            for c in FAILURE_CAUSES:
+                by[c][i] = (f.failed_by or {}).get(c, 0)
+            work = specs[i].total_work
+            lost["lost_work"][i] = f.lost_iterations / work if work else 0.0
+            lost["lost_s"][i], lost["lost_gpu_s"][i], lost["recover_s"][i] = f.lost_s, f.lost_gpu_s, f.recover_s
+        return {**{f"failures_{c}": arrow.array(by[c], pa.int32()) for c in FAILURE_CAUSES},
+                **{k: arrow.array(v, pa.float64()) for k, v in lost.items()}}
 
     def fault_summary(self) -> dict:
         """Completion rate (finished / all jobs), jobs failed, failures by cause, work lost (GPU-
         seconds, and in jobs' worth: the sum of lost fractions) and the mean time to recover."""
-        st = self.states
+        status = self.column("status")
+        n = len(status)
+        faults = self._fault_rows()   # a job without a FaultState lost nothing: its zeros add nothing
         by: dict[str, int] = {c: 0 for c in FAILURE_CAUSES}
-        for s in st:
-            for c, n in (s.failed_by or {}).items():
-                by[c] = by.get(c, 0) + n
-        recoveries = sum(s.recoveries for s in st)
+        for _, f in faults:
+            for c, k in (f.failed_by or {}).items():
+                by[c] = by.get(c, 0) + k
+        recoveries = sum(f.recoveries for _, f in faults)
+        work = [self.states[i].spec.total_work for i, _ in faults]
+        zero = 0.0 if n else 0   # what sum over every job starts from: a float once it adds one
         return {
-            "completion_rate": (sum(1 for s in st if s.status is Status.FINISHED) / len(st)) if st else None,
-            "jobs_failed": sum(1 for s in st if s.status is Status.FAILED),
+            "completion_rate": int((status == _STATUS_CODE[Status.FINISHED]).sum()) / n if n else None,
+            "jobs_failed": int((status == _STATUS_CODE[Status.FAILED]).sum()),
             "failures": sum(by.values()),
             "failures_by_cause": by,
-            "lost_gpu_s": sum(s.lost_gpu_s for s in st),
-            "lost_s": sum(s.lost_s for s in st),
-            "lost_work_jobs": sum(s.lost_iterations / s.spec.total_work for s in st if s.spec.total_work),
-            "recover_s_mean": sum(s.recover_s for s in st) / recoveries if recoveries else None,
+            "lost_gpu_s": sum((f.lost_gpu_s for _, f in faults), zero),
+            "lost_s": sum((f.lost_s for _, f in faults), zero),
+            "lost_work_jobs": sum((f.lost_iterations / w for (_, f), w in zip(faults, work) if w),
+                                  0.0 if any(s.spec.total_work for s in self.states) else 0),
+            "recover_s_mean": sum(f.recover_s for _, f in faults) / recoveries if recoveries else None,
         }
 
     def timeline(self) -> pa.Table:
@@ -252,14 +417,14 @@ class Recorder:
             "time": arrow.array(_floats(self._t), pa.float64()),
             "gpu_used": f64(used[:, 0]), "cpu_used": f64(used[:, 1]), "mem_used": f64(used[:, 2]),
             "gpu_util": f64(util[:, 0]), "cpu_util": f64(util[:, 1]), "mem_util": f64(util[:, 2]),
-            "running": arrow.array(np.frombuffer(self._running, dtype=np.int64), pa.int32()),
-            "pending": arrow.array(np.frombuffer(self._pending, dtype=np.int64), pa.int32()),
+            "running": arrow.array(np.frombuffer(self._running, dtype=np.int32).copy(), pa.int32()),
+            "pending": arrow.array(np.frombuffer(self._pending, dtype=np.int32).copy(), pa.int32()),
         })
 
     def events(self) -> pa.Table:
         e = self._events
         return pa.table({
-            "time": arrow.array(_floats(e["time"]), pa.float64()), "job_id": arrow.array(e["job_id"], pa.string()),
+            "time": arrow.array(_floats(e["time"]), pa.float64()), "job_id": arrow.array([s.job_id for s in e["job"]], pa.string()),
             "kind": arrow.array(e["kind"], pa.string()),
             "gpus_before": arrow.array(_floats(e["gpus_before"]), pa.float64()),
             "gpus_after": arrow.array(_floats(e["gpus_after"]), pa.float64()),
@@ -267,18 +432,25 @@ class Recorder:
         })
 
     def summary(self) -> dict:
-        done = [s for s in self.states if s.status is Status.FINISHED]
-        jct = np.array([s.end_time - s.spec.submit_time for s in done])
-        queue = np.array([s.first_start - s.spec.submit_time for s in done])
-        slowdown = jct / np.array([s.spec.duration for s in done]) if done else jct
-        start = min((s.spec.submit_time for s in self.states), default=0.0)
-        ended = [s for s in self.states if s.status in ENDED]
-        end = max((s.end_time for s in ended), default=start) if len(ended) == len(self.states) else self.end_time
+        status = self.column("status")
+        done = status == _STATUS_CODE[Status.FINISHED]
+        submit = self._spec_column(lambda s: s.submit_time)
+        end_time = self.column("end_time")
+        jct = (end_time - submit)[done]
+        queue = (self.column("first_start") - submit)[done]
+        slowdown = jct / self._spec_column(lambda s: math.nan if s.duration is None else s.duration)[done] if done.any() else jct
+        n = len(status)
+        start = float(submit.min()) if n else 0.0
+        ended = (status == _STATUS_CODE[Status.FINISHED]) | (status == _STATUS_CODE[Status.FAILED])
+        n_ended = int(ended.sum())
+        end = (float(end_time[ended].max()) if n_ended else start) if n_ended == n else self.end_time
         stats = lambda a, p: float(np.percentile(a, p)) if len(a) else None  # noqa: E731
+        # sums in the trace's order, one job after another, as Python's sum adds them
+        total = lambda name: _sum(self.column(name))  # noqa: E731
         return {
-            "jobs": len(self.states),
-            "jobs_finished": len(done),
-            "jobs_unfinished": len(self.states) - len(ended),
+            "jobs": n,
+            "jobs_finished": int(done.sum()),
+            "jobs_unfinished": n - n_ended,
             "jct_mean": float(jct.mean()) if len(jct) else None,
             "jct_median": stats(jct, 50),
             "jct_p95": stats(jct, 95),
@@ -289,11 +461,11 @@ class Recorder:
             "queueing_delay_p95": stats(queue, 95),
             "makespan": end - start,
             **{f"{r}_util_mean": u for r, u in zip(("gpu", "cpu", "mem"), self._mean_util(start, end))},
-            "preemptions": sum(s.preemptions for s in self.states),
-            "rescales": sum(s.rescales for s in self.states),
-            "migrations": sum(s.migrations for s in self.states),
-            "overhead_s": sum(s.overhead_s for s in self.states),
-            "overhead_gpu_s": sum(s.overhead_gpu_s for s in self.states),
+            "preemptions": total("preemptions"),
+            "rescales": total("rescales"),
+            "migrations": total("migrations"),
+            "overhead_s": total("overhead_s"),
+            "overhead_gpu_s": total("overhead_gpu_s"),
             "sim_end_time": self.end_time,
             **self.peer_summary(start, end),
             **self.fault_summary(),
@@ -302,14 +474,18 @@ class Recorder:
         }
 
     def _mean_util(self, start: float, end: float) -> list[float | None]:
-        """Time-weighted mean of used/capacity over [start, end]."""
+        """Time-weighted mean of used/capacity over [start, end]: the areas summed a slice of rows at a
+        time, row after row as ``(used * dt).sum(axis=0)`` adds them, without a copy of the timeline."""
         if end <= start or not self._t:
             return [None, None, None]
-        t = np.clip(np.append(_floats(self._t), end), start, end)
-        used = _floats(self._used).reshape(-1, 3)
-        area = (used * np.diff(t)[:, None]).sum(axis=0)
+        t = np.frombuffer(self._t, dtype=np.float64)
+        used = np.frombuffer(self._used, dtype=np.float64).reshape(-1, 3)
+        area = np.zeros((1, 3))
+        for i in range(0, len(t), _SLICE):
+            times = np.clip(t[i:i + _SLICE + 1] if i + _SLICE < len(t) else np.append(t[i:], end), start, end)
+            area = np.add.reduce(np.vstack([area, used[i:i + _SLICE] * np.diff(times)[:, None]]), axis=0)[None, :]
         total = self.cluster.total
-        return [float(a / (c * (end - start))) if c > 0 else None for a, c in zip(area, total)]
+        return [float(a / (c * (end - start))) if c > 0 else None for a, c in zip(area[0], total)]
 
     # --- output
     def write(self, run_dir: str | os.PathLike, meta: dict | None = None) -> dict:
@@ -328,6 +504,25 @@ class Recorder:
             atomic_write(out / "run.json", lambda p: Path(p).write_text(json.dumps(meta, indent=2, default=str)))
         atomic_write(out / "summary.json", lambda p: Path(p).write_text(json.dumps(summary, indent=2)))
         return summary
+
+
+_SLICE = 1 << 16   # rows a summary reads into Python objects at a time (choice: bounded memory, few slices)
+
+
+def _sum(values: np.ndarray):
+    """``sum(values.tolist())``: Python's sum, one value after another (numpy's sums pairwise,
+    which rounds differently), a slice at a time."""
+    total = 0
+    for i in range(0, len(values), _SLICE):
+        total = sum(values[i:i + _SLICE].tolist(), total)
+    return total
+
+
+def _nullable(values: np.ndarray) -> pa.Array:
+    """A float64 column whose NaN are nulls (times a job never reached), zeros under them as
+    ``arrow.array`` writes under a None."""
+    valid = ~np.isnan(values)
+    return arrow.masked(np.where(valid, values, 0.0), valid, pa.float64())
 
 
 def _floats(column: array) -> np.ndarray:
@@ -509,19 +704,18 @@ def efficiency(rec: Recorder, start: float, end: float) -> dict:
     ev = rec._events
     out = {"scale_out_events": sum(k == "scale_out" for k in ev["kind"]),
            "scale_in_events": sum(k == "scale_in" for k in ev["kind"])}
-    ran = sum(s.end_time - s.first_start for s in rec.states if s.end_time is not None and s.first_start is not None)
+    ran = rec.column("end_time") - rec.column("first_start")   # NaN where a job never started or never ended
+    ran = _sum(ran[~np.isnan(ran)])
     reshaping = sum(o for k, o in zip(ev["kind"], ev["overhead_s"]) if k in ("scale_out", "scale_in", "rescale", "migrate"))
     out["overhead_ratio"] = reshaping / ran if ran > 0 else None
     speed = getattr(rec, "speed", None)
     out["gpu_efficiency_mean"] = out["cluster_efficiency_mean"] = None
     if speed is None or end <= start:
         return out
-    specs = {s.spec.job_id: s.spec for s in rec.states}
     per_node = max(float(rec.cluster.capacity[:, 0].max(initial=1.0)), 1.0)
     best: dict[str, tuple] = {}
 
-    def eff(job_id: str, gpus: float) -> float | None:
-        spec = specs[job_id]
+    def eff(spec, gpus: float) -> float | None:
         if len(spec.roles) != 1 or spec.roles[0].gpu <= 0 or gpus <= 0:
             return None
         role = spec.roles[0]
@@ -532,7 +726,7 @@ def efficiency(rec: Recorder, start: float, end: float) -> dict:
             per, extra = divmod(k, nodes)
             return speed.rate(spec, {role.name: {i: per + (i < extra) for i in range(nodes) if per + (i < extra)}})
         # jobs of one profile, batch and request share their speeds (a profile-less job has its own)
-        key = (spec.profile, spec.batch_size, spec.roles, n) if spec.profile else (job_id, n)
+        key = (spec.profile, spec.batch_size, spec.roles, n) if spec.profile else (spec.job_id, n)
         if key not in best:
             top = max(role.max_count, role.count, n)
             t_best = max(rate(k) / k for k in _sizes(top))
@@ -543,7 +737,8 @@ def efficiency(rec: Recorder, start: float, end: float) -> dict:
     held: dict[str, tuple[float, float]] = {}   # job -> (GPUs, efficiency x GPUs) it counts with
     busy = weighted = busy_area = eff_area = 0.0
     t_prev = start
-    for t, job_id, g in _by_time(ev["time"], ev["job_id"], ev["gpus_after"]):
+    for t, spec, g in _by_time(ev["time"], ev["job"], ev["gpus_after"]):
+        job_id = spec.job_id
         t = min(max(t, start), end)
         if t > t_prev:
             busy_area += busy * (t - t_prev)
@@ -552,7 +747,7 @@ def efficiency(rec: Recorder, start: float, end: float) -> dict:
         old = held.pop(job_id, None)
         if old is not None:
             busy, weighted = busy - old[0], weighted - old[1]
-        e = eff(job_id, g) if g > 0 else None
+        e = eff(spec, g) if g > 0 else None
         if e is not None:
             held[job_id] = (g, e * g)
             busy, weighted = busy + g, weighted + e * g
@@ -565,7 +760,11 @@ def efficiency(rec: Recorder, start: float, end: float) -> dict:
 def _by_time(times: array, jobs: list, gpus: array, chunk: int = 1 << 16):
     """(time, job, GPUs after) of each event in time order (ties in the order recorded: a stable
     sort, as ``sorted`` by time), made a chunk at a time: no tuple per event of a long run held at once."""
-    t, g = _floats(times), _floats(gpus)
+    t, g = np.frombuffer(times, dtype=np.float64), np.frombuffer(gpus, dtype=np.float64)   # read, not copied
+    if not (t[1:] < t[:-1]).any():   # recorded as the clock went, so in order already: no sort to hold
+        for i in range(0, len(t), chunk):
+            yield from zip(t[i:i + chunk].tolist(), jobs[i:i + chunk], g[i:i + chunk].tolist())
+        return
     order = np.argsort(t, kind="stable")
     for i in range(0, len(order), chunk):
         idx = order[i:i + chunk]

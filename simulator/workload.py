@@ -30,7 +30,7 @@ from clustersim.simulator.params import NonNegative, PositiveCount, Range, check
 from clustersim.simulator.rng import component_rng
 from clustersim.simulator.speed import scaling_role, scaling_role_of
 from clustersim.simulator.errors import ConfigError, TraceError
-from clustersim.simulator.arrow import role_rows
+from clustersim.simulator.arrow import release_unused, role_rows
 
 COLUMNS = ["job_id", "submit_time", "duration", "iterations", "roles", "tenant", "user", "model",
            "deadline", "priority", "batch_size", "gpu_type"]
@@ -183,6 +183,7 @@ def _with_unmeasured(zoo, rule: str):
 
 def build_jobs(table: pa.Table, source: str = "trace", assignment: Assignment | None = None,
                cluster=None, seed: int = 0) -> list[JobSpec]:
+    release_unused()   # what checking and sizing the table took from Arrow's pool: back to the OS before the specs
     interned: dict[tuple, tuple[RoleSpec, ...]] = {}
     rng = BlockDraws(component_rng(seed, "workload")) if assignment else None
     rates: dict = {}   # (profile, batch, roles) -> rate at the requested allocation, placed packed
