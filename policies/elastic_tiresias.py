@@ -232,8 +232,12 @@ class ElasticTiresias(Tiresias):
                 self._donor_room = None    # whether one of them is above its floor (the same span)
                 self._idle_room: dict = {}  # per task demand: the tasks that fit each node (until free changes)
                 self._failed: set = set()   # shapes of jobs that found no start (the same span)
+                shapes, failed, reserved = self.shapes, self._failed, self.reserved
                 for job in self._waiting_by_rank(view, allocs):
-                    if job.view.job_id not in self.reserved:
+                    jid = job.jid
+                    # a job whose shape found no start since the state last changed finds none now
+                    # (_compact would return at its shape): skipped before any other look
+                    if jid not in reserved and (jid not in shapes or shapes[jid] not in failed):
                         if self._nothing_to_take(view, free, allocs, planned):
                             break
                         self._compact(view, job, allocs, free, planned)
@@ -251,8 +255,9 @@ class ElasticTiresias(Tiresias):
         pending = view.pending
         for queue in self.queues:
             for _, _, job in queue:
-                jid = job.view.job_id
-                if jid in pending and jid not in allocs:
+                # a job that runs after the base plan (job.running) is not waiting: looked at first,
+                # as it costs no lookup
+                if not job.running and job.jid in pending and job.jid not in allocs:
                     yield job
 
     def _nothing_to_take(self, view, free, allocs, planned) -> bool:
