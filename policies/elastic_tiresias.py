@@ -229,11 +229,16 @@ class ElasticTiresias(Tiresias):
                 self._later(self.reserve_retry_s)   # place the admitted jobs once those GPUs are free
             if self.compaction and waiting > self.n_wait:
                 self._donor_cache = None   # donors per node, until a compaction shrinks one
+                self._donor_info: dict = {}  # per donor: what _best_take reads (the same span)
                 self._donor_room = None    # whether one of them is above its floor (the same span)
                 self._idle_room: dict = {}  # per task demand: the tasks that fit each node (until free changes)
                 self._failed: set = set()   # shapes of jobs that found no start (the same span)
+                shapes, failed, reserved = self.shapes, self._failed, self.reserved
                 for job in self._waiting_by_rank(view, allocs):
-                    if job.view.job_id not in self.reserved:
+                    jid = job.jid
+                    # a job whose shape found no start since the state last changed finds none now
+                    # (_compact would return at its shape): skipped before any other look
+                    if jid not in reserved and (jid not in shapes or shapes[jid] not in failed):
                         if self._nothing_to_take(view, free, allocs, planned):
                             break
                         self._compact(view, job, allocs, free, planned)
@@ -251,8 +256,9 @@ class ElasticTiresias(Tiresias):
         pending = view.pending
         for queue in self.queues:
             for _, _, job in queue:
-                jid = job.view.job_id
-                if jid in pending and jid not in allocs:
+                # a job that runs after the base plan (job.running) is not waiting: looked at first,
+                # as it costs no lookup
+                if not job.running and job.jid in pending and job.jid not in allocs:
                     yield job
 
     def _nothing_to_take(self, view, free, allocs, planned) -> bool:
@@ -377,6 +383,7 @@ class ElasticTiresias(Tiresias):
             self._resized(self.jobs[vid], new, view.now)
         if victims:
             self._donor_cache = self._donor_room = None
+            self._donor_info = {}
         _take(free, jv, alloc)
         self._idle_room.clear()     # the free GPUs (and perhaps the donors) changed: look anew
         self._failed.clear()
@@ -498,18 +505,22 @@ class ElasticTiresias(Tiresias):
         counts = {}    # victim -> GPUs it would hold
         floor = {}
         heap = []
+        left = {}      # (victim, node) -> its tasks there
+        info = self._donor_info
         for node in nodes:
-            for vid in per_node.get(node, ()):
-                if vid in counts:
-                    continue
-                vjv = view.running[vid]
-                vrole = vjv.roles[0]
-                counts[vid] = sum(planned[vid].get(vrole.name, {}).values())
-                floor[vid] = self._floor(vrole)
-        left = {(vid, node): c for node in nodes for vid, c in per_node.get(node, {}).items()}
+            on = per_node.get(node)
+            if not on:
+                continue
+            for vid, c in on.items():
+                left[(vid, node)] = c
+                if vid not in counts:
+                    got = info.get(vid)
+                    if got is None:
+                        got = info[vid] = self._donor_facts(view, vid, planned)
+                    counts[vid], floor[vid] = got[0], got[1]
         for (vid, node), c in left.items():
             if counts[vid] > floor[vid] and c > 0:
-                heapq.heappush(heap, (self._loss(view.running[vid], counts[vid]), vid, node))
+                heapq.heappush(heap, (info[vid][2], vid, node))
         placed = {n: 0 for n in nodes}
         spare = {n: int(idle[n]) for n in nodes}
         taken: dict[tuple, int] = {}
@@ -543,6 +554,17 @@ class ElasticTiresias(Tiresias):
                 if self._cpu_mem_fit(view, jv, alloc, free, taken):
                     best = (gain, alloc, [(vid, n, d) for (vid, n), d in taken.items()])
         return best
+
+    def _donor_facts(self, view, vid: str, planned) -> tuple:
+        """(GPUs it holds after the decision so far, its floor, the efficiency it loses giving one
+        up): what ``_best_take`` reads of a donor. Kept while the donor lists are
+        (``_donor_info``, reset with ``_donor_cache``): no donor changes in between, and the walk
+        asks for the same donors once per node set of each waiting job."""
+        vjv = view.running[vid]
+        vrole = vjv.roles[0]
+        n = sum(planned[vid].get(vrole.name, {}).values())
+        floor = self._floor(vrole)
+        return n, floor, (self._loss(vjv, n) if n > floor else None)
 
     def _cpu_mem_fit(self, view, jv, alloc, free, taken) -> bool:
         """The job's tasks fit each node once the victims' leaving tasks are gone (CPU, memory too)."""

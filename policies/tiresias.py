@@ -32,6 +32,7 @@ on the fewest nodes (§3.3, placement); the others take the configured placement
 from __future__ import annotations
 
 import heapq
+from itertools import islice
 from typing import Annotated, Literal
 from bisect import bisect_left, bisect_right, insort
 
@@ -55,11 +56,12 @@ GITTINS_ORDER = Rule(("queue_order", "gittins"), lambda order, gittins: not gitt
 
 
 class _Job:
-    __slots__ = ("view", "demand", "counts", "queue", "key", "offset", "running", "pend_since", "waited",
+    __slots__ = ("view", "jid", "demand", "counts", "queue", "key", "offset", "running", "pend_since", "waited",
                  "version", "consolidate", "mark", "jumped")
 
     def __init__(self, view: JobView, consolidate: bool):
         self.view = view
+        self.jid = view.job_id   # read in the hot loops: the view's property is a call
         self.demand = view.requested_demand()
         self.counts = view.requested_counts()
         self.queue = 0
@@ -163,15 +165,17 @@ class Tiresias(Policy):
     def _replan(self, view: View, now: float) -> dict:
         self.plan += 1
         admitted = self._admit(view)
+        starting = [j for j in admitted if not j.running]
+        if not starting:
+            # nothing to place: a running job the plan did not admit would be released and then
+            # kept in place on the same free rows (keep_in_place), so nothing stops either
+            self._join_running_part(admitted)
+            return {}
         plan = self.plan
         stops = [j for j in self.loose if j.mark != plan] if self.loose else []
         for q, queue in enumerate(self.queues):  # the running part past its block admitted at once
             if self.prefix[q] < self.count0[q]:
                 stops.extend(j for _, _, j in queue[self.prefix[q]:self.count0[q]] if j.mark != plan)
-        starting = [j for j in admitted if not j.running]
-        if not stops and not starting:
-            self._join_running_part(admitted)
-            return {}
         stops.sort(key=self._rank)
         started = []
         free = view.cluster.free_copy()
@@ -213,10 +217,12 @@ class Tiresias(Policy):
                 break
             start = prefix[q] = self._block(q, left)
             tail = self.count0[q]
-            if not _scan(queue[start:tail], left, smallest, plan, admitted):
+            # islice, not a slice: the scan mostly stops early, and a slice copies the queue's rest
+            if not _scan(islice(queue, start, tail), left, smallest, plan, admitted):
                 return admitted
             # past the running part: skipped when its smallest job wants more GPUs than are left
-            if left[0] >= self.tail_sizes[q].smallest() and not _scan(queue[tail:], left, smallest, plan, admitted):
+            if left[0] >= self.tail_sizes[q].smallest() and not _scan(islice(queue, tail, None), left, smallest,
+                                                                       plan, admitted):
                 return admitted
         return admitted
 
