@@ -52,6 +52,12 @@ class Policy:
     # the head does not fit). The engine skips those decisions; the policy hears of the arrivals
     # and ends at its next one. The conformance suite checks it at every decision it covers.
     waits_for_gpus = None
+    # Declared to the engine: a decision is asked for whenever a running job's slowdown changes
+    # (a fault model's straggler begins or ends, ``JobView.slowest_task`` moves), so a policy
+    # that acts on slow workers hears of one when it appears instead of polling for it
+    # (Elastic-Tiresias with ``remove_stragglers``). Off: the policy sees a slowdown at its
+    # next decision, as a policy that checks at its own rounds or heartbeats would.
+    decides_on_slowdown: ClassVar[bool] = False
 
     def reset(self, view: View) -> None:
         """Called once before the first event."""

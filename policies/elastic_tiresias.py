@@ -87,6 +87,8 @@ class ElasticTiresias(Tiresias):
         self.migrate = migrate_to_fewer_machines
         self.stragglers, self.straggler_speed, self.straggler_check_s = (remove_stragglers, straggler_speed,
                                                                          straggler_check_s)
+        # a straggler is seen as it appears: the engine decides at each change of a job's slowdown
+        self.decides_on_slowdown = bool(remove_stragglers)
 
     def reset(self, view: View) -> None:
         super().reset(view)
@@ -643,12 +645,13 @@ class ElasticTiresias(Tiresias):
         """A running elastic job whose slowest worker runs below ``straggler_speed`` of the others
         (per-worker step times, ``JobView.slowest_task``) drops that worker: a scale-in by one on
         its node, by the run's mechanism (stop-free: the others keep training). Expansion gives
-        the job a healthy worker back once the exit is done. Looked at every ``straggler_check_s``."""
-        if planned:   # jobs run after this decision: look again
-            self._later(self.straggler_check_s)
+        the job a healthy worker back once the exit is done. The policy declares
+        ``decides_on_slowdown``: the engine decides when a job's slowdown changes, so a straggler
+        is seen as it appears; a seen straggler that cannot be dropped yet (its job reconfiguring,
+        or changed by this decision) is looked at again ``straggler_check_s`` later. No straggler, no wake-up."""
         for jid, jv in view.running.items():
             role = gpu_role(jv)
-            if role is None or jid in allocs or jid not in planned:
+            if role is None or jid not in planned:
                 continue
             slow = jv.slowest_task
             if slow is None or slow[0] != role.name or slow[2] >= self.straggler_speed:
@@ -656,8 +659,8 @@ class ElasticTiresias(Tiresias):
             n = sum(planned[jid].get(role.name, {}).values())
             if n <= role.min_count:
                 continue
-            if jv.reconfiguring:
-                self._later(self.retry_s)
+            if jid in allocs or jv.reconfiguring:
+                self._later(self.straggler_check_s)
                 continue
             new = {r: dict(t) for r, t in planned[jid].items()}
             new[role.name][slow[1]] -= 1

@@ -140,6 +140,7 @@ class Engine:
         # the last decision (decides_only_when_freed)
         self._lazy = bool(getattr(policy, "decides_only_when_waiting", False))
         self._lazy_freed = bool(getattr(policy, "decides_only_when_freed", False))
+        self._on_slowdown = bool(getattr(policy, "decides_on_slowdown", False))   # refresh_rate asks for a decision
         self._only_arrivals = False   # since the last decision, only arrivals asked for one
         self._left_pending = False    # the last decision left a job pending
         # and with fewer free GPUs than the policy declared it waits for (Policy.waits_for_gpus),
@@ -275,7 +276,9 @@ class Engine:
 
     def refresh_rate(self, job_id: str) -> None:
         """The fault model's slowdown of a running job changed (a straggler began or ended):
-        progress up to date, every rate ahead scaled, completion computed afresh."""
+        progress up to date, every rate ahead scaled, completion computed afresh, and, for a policy
+        that declares ``decides_on_slowdown`` (policies/base.py), a decision asked for, so that it
+        hears of the change when it happens instead of polling for it."""
         st = self.states[job_id]
         if st.status is not Status.RUNNING:
             return
@@ -286,6 +289,8 @@ class Engine:
             k, st.factor = f / st.factor, f
             was_moving = st.rate > 0
             self._rate_changed(st, was_moving, self.progress.rescale(st, k, self.now))
+            if self._on_slowdown:
+                self._request_decision()
 
     def ended(self) -> bool:
         """Every job finished or failed."""

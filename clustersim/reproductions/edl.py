@@ -106,7 +106,7 @@ def straggler_rates(model: str = "resnet50", slow_at: float = 100.0) -> dict[str
     eng.at(slow_at - 1.0, lambda: sample("normal"))
     eng.at(slow_at, lambda: fm.slow_task("a", "worker", 4.0 / 3.0, 1e6, node=1))
     eng.at(slow_at + 0.5, lambda: sample("straggler"))
-    eng.at(slow_at + check + 5.0, lambda: sample("removed"))   # detected at the next check, gone 1.8 s later
+    eng.at(slow_at + check + 5.0, lambda: sample("removed"))   # seen at the slowdown, gone 1.8 s later
     eng.run()
     return rates
 

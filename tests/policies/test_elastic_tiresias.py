@@ -32,6 +32,7 @@ class Watch:
 
     def __init__(self, inner):
         self.inner, self.name, self.oracle = inner, inner.name, inner.oracle
+        self.decides_on_slowdown = inner.decides_on_slowdown   # what the policy declares to the engine
         self.log = []
 
     def reset(self, view):
@@ -150,10 +151,11 @@ def test_elastic_transform_bounds():
         elastic(t, min_fraction=0.0)
 
 
-def straggler_run(remove: bool):
+def straggler_run(remove: bool, slow_at: float | None = 100.0):
     """EDL §5.3: a job of 8 workers over two 4-GPU machines (elastic 4..8, linear speed, 2000 s of
     work at 8 GPUs); at 100 s a worker on machine 1 turns 4x slower for 10,000 s, so the
-    synchronous job runs at a quarter of its pace. Stop-free scaling (EDL Tables 2-3 defaults)."""
+    synchronous job runs at a quarter of its pace (``slow_at=None``: no straggler). Stop-free
+    scaling (EDL Tables 2-3 defaults)."""
     from clustersim.simulator import faults, overhead
 
     fm = faults.make({"enabled": True})
@@ -170,24 +172,53 @@ def straggler_run(remove: bool):
 
     pol.decide = decide
     eng = Engine(jobs(spec), cluster(nodes=2, gpus=4), pol, overhead=overhead.make({"kind": "stop_free"}), faults=fm)
-    eng.at(100.0, lambda: fm.slow_task("a", "worker", 4.0, 10000.0, node=1))
+    if slow_at is not None:
+        eng.at(slow_at, lambda: fm.slow_task("a", "worker", 4.0, 10000.0, node=1))
     rec = eng.run()
     return rec, [(e["kind"], e["time"], e["gpus_after"]) for e in rec.events().to_pylist()], seen
 
 
 def test_straggler_removal_drops_the_slow_worker_and_grows_back_healthy():
     rec, events, seen = straggler_run(remove=True)
-    # the policy sees the slow task from its first look after 100 s (every straggler_check_s = 60 s)
-    assert (120.0, ("worker", 1, 0.25)) in seen
-    # scale-in by one at 120 s (the leaving worker exits in EDL's 1.8 s), then expansion adds a
+    # the engine decides when the job's slowdown changes: the policy sees the slow task at 100 s
+    assert (100.0, ("worker", 1, 0.25)) in seen
+    # scale-in by one at 100 s (the leaving worker exits in EDL's 1.8 s), then expansion adds a
     # healthy worker back as soon as the exit is done
-    assert [(k, t) for k, t, _ in events[:3]] == [("start", 0.0), ("scale_in", 120.0), ("scale_out", 121.8)]
+    assert [(k, t) for k, t, _ in events[:3]] == [("start", 0.0), ("scale_in", 100.0), ("scale_out", 101.8)]
     assert [e for e in events if e[0] == "scale_in"] == [events[1]]
-    assert all(s is None for t, s in seen if t > 120.0)    # the straggler left with its worker
+    assert all(s is None for t, s in seen if t > 100.0)    # the straggler left with its worker
+    # looked at while it ran: at the slowdown (100 s) and when the exit ended (101.8 s); no polling
+    assert [t for t, _ in seen] == [100.0, 101.8]
     end = rec.states[0].end_time
     slow_rec, slow_events, _ = straggler_run(remove=False)
     assert [k for k, _, _ in slow_events] == ["start", "finish"]
     # kept, the straggler holds the job at 1/4 pace from 100 s; training began after the start's
     # 21 + 0.67 s (stop-free launch and pause, the default costs): 100 + (2000 - 78.33) x 4 s
     assert slow_rec.states[0].end_time == pytest.approx(100.0 + (2000.0 - (100.0 - 21.0 - 2.0 / 3.0)) * 4, rel=1e-9)
-    assert end < 2200.0      # removed at 120 s: about 2000 s plus the short stop-free pauses
+    assert end < 2200.0      # removed at 100 s: about 2000 s plus the short stop-free pauses
+
+
+def test_straggler_removal_wakes_nobody_without_a_straggler():
+    # no slowdown: the job's ~2000 s run is decided on at its arrival and its finish only (before,
+    # the policy woke every straggler_check_s while a job ran: ~33 wake-ups at 60 s here)
+    rec, events, seen = straggler_run(remove=True, slow_at=None)
+    assert [k for k, _, _ in events] == ["start", "finish"]
+    assert seen == []    # no decision while the job ran
+
+
+def test_a_straggler_seen_while_its_job_reconfigures_is_looked_at_again():
+    # slow at 5 s, while the job's start is still launching (stop-free: 21 + 0.67 s): it cannot be
+    # scaled in then, so the policy wakes straggler_check_s = 60 s later (5 + 60 = 65 s) and drops it
+    rec, events, seen = straggler_run(remove=True, slow_at=5.0)
+    assert [t for t, _ in seen] == [5.0, 65.0, 66.8]
+    assert [(k, t) for k, t, _ in events[:3]] == [("start", 0.0), ("scale_in", 65.0), ("scale_out", 66.8)]
+
+
+def test_only_a_policy_that_removes_stragglers_is_asked_at_a_slowdown():
+    # without remove_stragglers the policy does not declare decides_on_slowdown: the slowdown at
+    # 100 s asks for no decision, and the job, held at 1/4 pace, is decided on at its start and end only
+    assert policies.make("elastic_tiresias", remove_stragglers=True).decides_on_slowdown
+    assert not policies.make("elastic_tiresias").decides_on_slowdown
+    rec, events, seen = straggler_run(remove=False)
+    assert [k for k, _, _ in events] == ["start", "finish"]
+    assert seen == []
