@@ -126,13 +126,16 @@ class Recorder:
         self._used = array("d")      # GPUs, cores, GB in use: three per timeline row
         self._running = array("i")   # job counts: int32, as the timeline table has them
         self._pending = array("i")
-        # an event's job is its spec (the job id is read from it when the table is built)
-        self._events: dict[str, list | array] = {"time": array("d"), "job": [], "kind": [],
+        # an event's job is its spec (the job id is read from it when the table is built), its kind
+        # a one-byte code (``_kinds``, decoded when the table is built): a byte an event, not a pointer
+        self._events: dict[str, list | array] = {"time": array("d"), "job": [], "kind": array("B"),
                                                  "gpus_before": array("d"), "gpus_after": array("d"),
                                                  "overhead_s": array("d")}
         e = self._events   # their appends, bound once: the recorder's hot path is one event per change
         self._append_event = tuple(e[k].append for k in ("time", "job", "kind", "gpus_before", "gpus_after",
                                                          "overhead_s"))
+        self._kind_code: dict[str, int] = {}   # event kind -> its code, in the order kinds first came
+        self._kinds: list[str] = []            # code -> event kind
         self._nodes: dict[str, list] = {"time": [], "node": [], "up": []}
         self.states: list[JobState] = []
         self.unfinished: list[dict] = []
@@ -174,11 +177,17 @@ class Recorder:
         time, job, kinds, before, after, overhead_s = self._append_event
         time(now)
         job(st.spec)
-        kinds(kind)
+        code = self._kind_code.get(kind)
+        kinds(self._new_kind(kind) if code is None else code)
         before(st.gpus if gpus_before is None else gpus_before)
         after(st.gpus if gpus_after is None else gpus_after)
         overhead_s(lost)
         self._typed_segment(now, st, kind)
+
+    def _new_kind(self, kind: str) -> int:
+        code = self._kind_code[kind] = len(self._kinds)   # a handful of kinds: 256 is far off
+        self._kinds.append(kind)
+        return code
 
     @property
     def event_rows(self) -> int:
@@ -425,7 +434,7 @@ class Recorder:
         e = self._events
         return pa.table({
             "time": arrow.array(_floats(e["time"]), pa.float64()), "job_id": arrow.array([s.job_id for s in e["job"]], pa.string()),
-            "kind": arrow.array(e["kind"], pa.string()),
+            "kind": arrow.array(self._kinds, pa.string()).take(np.frombuffer(e["kind"], dtype=np.uint8)),
             "gpus_before": arrow.array(_floats(e["gpus_before"]), pa.float64()),
             "gpus_after": arrow.array(_floats(e["gpus_after"]), pa.float64()),
             "overhead_s": arrow.array(_floats(e["overhead_s"]), pa.float64()),
@@ -701,12 +710,14 @@ def efficiency(rec: Recorder, start: float, end: float) -> dict:
     ``overhead_ratio``: time lost to reshaping (scale, rescale, migrate; not starts or resumes) over
     the jobs' total run time (first start to end), SideCar Table VIII; ``scale_out_events`` / ``scale_in_events``: SideCar Fig. 11's adding and
     removing events."""
-    ev = rec._events
-    out = {"scale_out_events": sum(k == "scale_out" for k in ev["kind"]),
-           "scale_in_events": sum(k == "scale_in" for k in ev["kind"])}
+    ev, code = rec._events, rec._kind_code   # kinds are one-byte codes (Recorder._kinds)
+    kinds = ev["kind"]
+    out = {"scale_out_events": kinds.count(code["scale_out"]) if "scale_out" in code else 0,
+           "scale_in_events": kinds.count(code["scale_in"]) if "scale_in" in code else 0}
     ran = rec.column("end_time") - rec.column("first_start")   # NaN where a job never started or never ended
     ran = _sum(ran[~np.isnan(ran)])
-    reshaping = sum(o for k, o in zip(ev["kind"], ev["overhead_s"]) if k in ("scale_out", "scale_in", "rescale", "migrate"))
+    reshaping_codes = {code[k] for k in ("scale_out", "scale_in", "rescale", "migrate") if k in code}
+    reshaping = sum(o for k, o in zip(kinds, ev["overhead_s"]) if k in reshaping_codes)
     out["overhead_ratio"] = reshaping / ran if ran > 0 else None
     speed = getattr(rec, "speed", None)
     out["gpu_efficiency_mean"] = out["cluster_efficiency_mean"] = None

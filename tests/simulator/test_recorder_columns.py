@@ -14,7 +14,7 @@ from clustersim.policies.tiresias import Tiresias
 from clustersim.simulator import faults
 from clustersim.simulator.engine import Engine
 from clustersim.simulator.job import FAULT_FIELDS, TALLY_FIELDS, JobSpec, JobState, RoleSpec, Status
-from clustersim.simulator.metrics import Ended
+from clustersim.simulator.metrics import Ended, Recorder, efficiency
 from clustersim.simulator.overhead import ConstantOverhead
 from tests.factories import cluster, gpu_job, jobs
 
@@ -121,3 +121,19 @@ def test_ended_is_read_only():
     assert isinstance(e, Ended)
     with pytest.raises(AttributeError):
         e.end_time = 1.0
+
+
+def test_event_kinds_kept_as_codes_come_back_as_recorded():
+    # kinds are kept a byte an event and decoded when the table is built: the same strings, in order
+    rec = Recorder(cluster())
+    st = JobState(gpu_job("a", 0.0, 1, 10.0))
+    kinds = ["start", "scale_out", "preempt", "resume", "scale_in", "scale_out", "finish"]
+    for t, (kind, lost) in enumerate(zip(kinds, [0.0, 2.0, 0.0, 0.0, 0.5, 0.25, 0.0])):
+        rec.event(float(t), st, kind, lost)
+    t = rec.events().to_pydict()
+    assert t["kind"] == kinds and t["job_id"] == ["a"] * 7 and t["time"] == [0.0, 1, 2, 3, 4, 5, 6]
+    st.status, st.first_start, st.end_time = Status.FINISHED, 0.0, 6.0
+    rec.finish([st], 6.0)
+    e = efficiency(rec, 0.0, 6.0)
+    # 2 scale-outs, 1 scale-in; reshaping (scale out/in) lost 2.0 + 0.5 + 0.25 = 2.75 s of a 6 s run
+    assert (e["scale_out_events"], e["scale_in_events"], e["overhead_ratio"]) == (2, 1, 2.75 / 6.0)
