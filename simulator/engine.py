@@ -164,7 +164,7 @@ class Engine:
                                  component_rng(seed, "observe") if noise > 0 else None)
         self._on_stop: list = []   # subscribers: fn(now, state, reason) at every stop of a running job
         self._on_rate: list = []   # subscribers: fn(now, state) at every change of a job's rate
-        self.recorder = Recorder(cluster)
+        self.recorder = Recorder(cluster, self.jobs)   # an ended job's row is its trace index
         self.recorder.speed = self.speed   # for the efficiency metrics (metrics.efficiency)
         self._who = f"policy {getattr(policy, 'name', type(policy).__name__)!r}"
         self.events = 0
