@@ -30,7 +30,7 @@ from clustersim.simulator import arrow
 from clustersim.simulator.cluster import EPS, Cluster
 from clustersim.simulator.errors import PolicyError
 from clustersim.simulator.faults import Capabilities, World
-from clustersim.simulator.job import EMPTY, Failure, JobSpec, JobState, Status, StopReason, alloc_gpus, nodes_of
+from clustersim.simulator.job import EMPTY, Failure, JobSpec, JobState, JobStates, Status, StopReason, alloc_gpus, nodes_of
 from clustersim.simulator.metrics import Recorder
 from clustersim.simulator.overhead import Change, ConstantOverhead, OverheadModel
 from clustersim.simulator.params import NonNegative, PositiveCount, Range
@@ -119,10 +119,9 @@ class Engine:
         self.limits = limits or Limits()
         self.observe = observe or Observe()
         self.jobs = sorted(jobs, key=attrgetter("submit_time", "index"))
-        with fewer_collections():
-            self.states = {j.job_id: JobState(j) for j in self.jobs}
-        if len(self.states) != len(self.jobs):
+        if len({j.job_id for j in self.jobs}) != len(self.jobs):
             raise ValueError("job ids must be unique")
+        self.states = JobStates(self.jobs)   # a job's state is made at its arrival
         self.now = 0.0
         self._queue: list = []     # (time, priority, order, handler, args): the events ahead
         self._order = 0            # events scheduled so far: ties at one time and priority go in this order
@@ -166,7 +165,7 @@ class Engine:
                                  component_rng(seed, "observe") if noise > 0 else None)
         self._on_stop: list = []   # subscribers: fn(now, state, reason) at every stop of a running job
         self._on_rate: list = []   # subscribers: fn(now, state) at every change of a job's rate
-        self.recorder = Recorder(cluster)
+        self.recorder = Recorder(cluster, self.jobs)   # an ended job's row is its trace index
         self.recorder.speed = self.speed   # for the efficiency metrics (metrics.efficiency)
         self._who = f"policy {getattr(policy, 'name', type(policy).__name__)!r}"
         self.events = 0
@@ -199,10 +198,11 @@ class Engine:
         finally:
             self._bar.close()
         now = self.now
-        for st in self.states.values():
+        states = self.states.every()   # with the jobs that never arrived, reported unfinished
+        for st in states:
             if st.status in (Status.PENDING, Status.RUNNING):
                 st.advance(now)
-        self.recorder.finish(self.states.values(), now, self._unfinished_reason)
+        self.recorder.finish(states, now, self._unfinished_reason)
         return self.recorder
 
     def _loop(self) -> None:
@@ -305,7 +305,9 @@ class Engine:
     def view_of(self, job_id: str) -> JobView:
         """What a policy sees of a job. The engine makes one per job as it arrives and keeps it
         while the job is pending or running: a replay holds no view per finished job."""
-        st = self.states[job_id]
+        return self._job_view(self.states[job_id])
+
+    def _job_view(self, st: JobState) -> JobView:
         # with observe.declared_iterations, the trace's iterations are what the owner asked for
         return JobView(st, self.clock, self._oracle, st.spec.total_work if self.observe.declared_iterations else None)
 
@@ -327,12 +329,12 @@ class Engine:
         self._count()
         now = self.now
         jobs, i, n = self.jobs, self._next, len(self.jobs)
-        pending, arrived = self.pending, self._arrived
+        pending, arrived, states = self.pending, self._arrived, self.states
         while i < n and jobs[i].submit_time <= now:
-            job_id = jobs[i].job_id
-            view = self.view_of(job_id)
-            view._state.pending_since = now
-            pending[job_id] = view
+            st = states.arrive(jobs[i])
+            st.pending_since = now
+            view = self._job_view(st)
+            pending[st.spec.job_id] = view
             arrived.append(view)
             i += 1
         self._next = i

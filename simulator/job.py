@@ -320,3 +320,45 @@ for _name in FAULT_FIELDS:
 for _name in TALLY_FIELDS:
     setattr(JobState, _name, _forwarded("tally", Tally, _name))
 del _name
+
+
+class JobStates(dict):
+    """The engine's ``job id -> JobState`` (or the recorder's ``Ended`` once a job has ended).
+
+    A job's state is made when it arrives (``arrive``), in the jobs' arrival order, so that a
+    replay never holds a state for every job it has not reached yet (a million states are ~190
+    MiB: docs/performance.md). Reading a job not yet arrived (a fault or usage model, a report, a
+    test) makes its state then and keeps it aside until the arrival takes it, so the mapping's
+    own entries, and the order they iterate in, are the arrived jobs' alone, as the trace's order
+    has them. Unknown ids raise ``KeyError`` as a dict does."""
+
+    __slots__ = ("_jobs", "_specs", "_early")
+
+    def __init__(self, jobs: list[JobSpec]):
+        super().__init__()
+        self._jobs = jobs      # every job, in arrival order
+        self._specs = None     # job id -> spec, made at the first read of a job not yet arrived
+        self._early: dict[str, JobState] = {}   # states read before their job arrived
+
+    def __missing__(self, job_id: str) -> JobState:
+        st = self._early.get(job_id)
+        if st is None:
+            if self._specs is None:
+                self._specs = {j.job_id: j for j in self._jobs}
+            st = self._early[job_id] = JobState(self._specs[job_id])
+        return st
+
+    def arrive(self, spec: JobSpec) -> JobState:
+        """The arriving job's state, made now (or the one made when it was read before)."""
+        st = self._early.pop(spec.job_id, None) if self._early else None
+        if st is None:
+            st = JobState(spec)
+        self[spec.job_id] = st
+        return st
+
+    def every(self) -> list:
+        """Every job's state (``Ended`` for an ended job), in arrival order; those of jobs that
+        never arrived are made now, so the run's end reports them as it reports every job."""
+        for spec in self._jobs[len(self):]:
+            self.arrive(spec)
+        return self.values()

@@ -14,7 +14,7 @@ import math
 import os
 from array import array
 from pathlib import Path
-from typing import Iterable
+from typing import Iterable, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -51,16 +51,22 @@ class Ended:
     read as the ``JobState`` it replaces reads (``engine.states``, ``recorder.states``). Read-only;
     the state of a job that has ended holds nothing and changes no more: its allocation is empty
     and its rates 0, and its throughput samples and phases are gone. Each recorder makes its own
-    subclass, whose ``_rec`` is the recorder."""
+    subclass, whose ``_rec`` is the recorder. Its row is its trace index (``spec.index``), so that
+    it holds no row number of its own (a 1M-job run holds a million of them); ``EndedAt`` holds
+    one where the run's jobs' indices are not 0 .. n - 1, each once (``Recorder``)."""
 
-    __slots__ = ("spec", "_row")
+    __slots__ = ("spec",)
     _rec: "Recorder"
     allocation = EMPTY
     gpus = rate = steady_rate = 0.0
     phases = samples = None
 
-    def __init__(self, spec, row: int):
-        self.spec, self._row = spec, row
+    def __init__(self, spec):
+        self.spec = spec
+
+    @property
+    def _row(self) -> int:
+        return self.spec.index
 
     def _get(self, name: str):
         return self._rec._cols[name][self._row]
@@ -88,6 +94,15 @@ class Ended:
 
     def __repr__(self) -> str:
         return f"Ended({self.spec.job_id!r}, {self.status.value})"
+
+
+class EndedAt(Ended):
+    """An ``Ended`` whose row is the order it ended in, not its trace index."""
+
+    __slots__ = ("_row",)
+
+    def __init__(self, spec, row: int):
+        self.spec, self._row = spec, row
 
 
 def _column_property(name: str) -> property:
@@ -118,21 +133,38 @@ for _name in FAULT_FIELDS:
 del _name
 
 
+def _indices_are_rows(jobs: Sequence) -> bool:
+    """The jobs' indices are 0 .. len(jobs) - 1, each once."""
+    n = len(jobs)
+    idx = np.fromiter((j.index for j in jobs), dtype=np.int64, count=n)
+    if n and (idx.min() < 0 or idx.max() >= n):
+        return False
+    seen = np.zeros(n, dtype=bool)
+    seen[idx] = True
+    return bool(seen.all())
+
+
 class Recorder:
-    def __init__(self, cluster):
+    def __init__(self, cluster, jobs: Sequence = ()):
+        """``jobs``: the run's job specs. When their trace indices are 0 .. n - 1, each once (as a
+        trace's are), an ended job's row is its index and its ``Ended`` holds no row number;
+        otherwise rows go in the order jobs end (``EndedAt``)."""
         self.cluster = cluster
         # compact columns (8 bytes a number, no object per value): a run records a few rows per job
         self._t = array("d")
         self._used = array("d")      # GPUs, cores, GB in use: three per timeline row
         self._running = array("i")   # job counts: int32, as the timeline table has them
         self._pending = array("i")
-        # an event's job is its spec (the job id is read from it when the table is built)
-        self._events: dict[str, list | array] = {"time": array("d"), "job": [], "kind": [],
+        # an event's job is its spec (the job id is read from it when the table is built), its kind
+        # a one-byte code (``_kinds``, decoded when the table is built): a byte an event, not a pointer
+        self._events: dict[str, list | array] = {"time": array("d"), "job": [], "kind": array("B"),
                                                  "gpus_before": array("d"), "gpus_after": array("d"),
                                                  "overhead_s": array("d")}
         e = self._events   # their appends, bound once: the recorder's hot path is one event per change
         self._append_event = tuple(e[k].append for k in ("time", "job", "kind", "gpus_before", "gpus_after",
                                                          "overhead_s"))
+        self._kind_code: dict[str, int] = {}   # event kind -> its code, in the order kinds first came
+        self._kinds: list[str] = []            # code -> event kind
         self._nodes: dict[str, list] = {"time": [], "node": [], "up": []}
         self.states: list[JobState] = []
         self.unfinished: list[dict] = []
@@ -141,13 +173,17 @@ class Recorder:
         self._seg: dict = {}        # job -> (since, {gpu type: GPUs held}) of its current allocation
         # gpu type -> {job: GPU-seconds} of its past allocations: one dict per type, not one per job
         self._by_type: dict[str, dict[str, float]] = {}
-        # a row per ended job (and, at the end of the run, per unfinished one), in the order they
-        # ended: the numbers of its JobState (``Ended``), 8 bytes or fewer each, instead of the state
+        # a row per ended job (and, at the end of the run, per unfinished one), at its trace index
+        # (or in the order jobs ended, ``EndedAt``): the numbers of its JobState (``Ended``), 8
+        # bytes or fewer each, instead of the state; grown ahead in zeros (``_grow``)
         self._cols = {name: array(code) for name, code in _COLUMNS}
-        self._append_row = tuple(self._cols[name].append for name, _ in _COLUMNS)
+        self._row_cols = tuple(self._cols.values())   # grown in place: these stay the columns
+        self._jobs = len(jobs) if _indices_are_rows(jobs) else None
+        self._written = 0   # rows written (the next row, where rows go in the order jobs end)
         self._faults: dict[int, tuple] = {}        # row -> (FaultState, ckpt_next) of the rows that have one
         self._gpu_s: dict[str, array] = {}         # gpu type -> GPU-seconds per row
-        self._Ended = type("Ended", (Ended,), {"__slots__": (), "_rec": self})   # its rows read this recorder
+        # its rows read this recorder
+        self._Ended = type("Ended", (Ended if self._jobs is not None else EndedAt,), {"__slots__": (), "_rec": self})
         self._rows = np.zeros(0, dtype=np.int64)   # each job's row, in the trace's order (``finish``)
 
     # --- during the run (hot path: appends only)
@@ -174,11 +210,17 @@ class Recorder:
         time, job, kinds, before, after, overhead_s = self._append_event
         time(now)
         job(st.spec)
-        kinds(kind)
+        code = self._kind_code.get(kind)
+        kinds(self._new_kind(kind) if code is None else code)
         before(st.gpus if gpus_before is None else gpus_before)
         after(st.gpus if gpus_after is None else gpus_after)
         overhead_s(lost)
         self._typed_segment(now, st, kind)
+
+    def _new_kind(self, kind: str) -> int:
+        code = self._kind_code[kind] = len(self._kinds)   # a handful of kinds: 256 is far off
+        self._kinds.append(kind)
+        return code
 
     @property
     def event_rows(self) -> int:
@@ -219,25 +261,38 @@ class Recorder:
         """Job ``st`` has ended (its last event recorded): its numbers become a row of the
         recorder's columns, and the returned ``Ended`` reads them there, so that the engine can
         hold it in the state's place and let the state go (a 1M-job run holds a million ended jobs)."""
-        row = len(self._cols["status"])
+        row = st.spec.index if self._jobs is not None else self._written
+        self._written += 1
+        if row >= len(self._cols["status"]):
+            self._grow(row + 1)
         status = _STATUS_CODE[st.status]
-        for append, value in zip(self._append_row, (
+        for col, value in zip(self._row_cols, (
                 st.progress, st.service, _or_nan(st.first_start), _or_nan(st.end_time), st.overhead_s,
                 st.overhead_gpu_s, st.waited, st.preemptions, st.rescales, st.migrations, st.resizes, st.failures,
                 status, _STOP_CODE[st.stop_reason])):
-            append(value)
+            col[row] = value
         if st.fault is not None or st.ckpt_next is not None:
             self._faults[row] = (st.fault, st.ckpt_next)
         job = st.spec.job_id
         for t, per_job in self._by_type.items():   # its allocations are closed: GPU-seconds per type
-            col = self._gpu_s.get(t)
-            if col is None:
-                col = self._gpu_s[t] = array("d", bytes(8 * row))
-            col.append(per_job.pop(job, 0.0))
-        for col in self._gpu_s.values():   # a type this job never held
-            if len(col) == row:
-                col.append(0.0)
-        return self._Ended(st.spec, row)
+            self._gpu_s_column(t)[row] = per_job.pop(job, 0.0)   # (0 in the types it never held)
+        return self._Ended(st.spec) if self._jobs is not None else self._Ended(st.spec, row)
+
+    def _grow(self, rows: int) -> None:
+        """Room for ``rows`` rows at least, in zeros: a quarter more at a time (up to the job
+        count, when rows are the jobs' indices), so that growing costs little a row."""
+        have = len(self._cols["status"])
+        add = max(rows - have, have // 4, 64)
+        if self._jobs is not None:
+            add = max(min(add, self._jobs - have), rows - have)
+        for col in (*self._cols.values(), *self._gpu_s.values()):
+            col.frombytes(bytes(col.itemsize * add))
+
+    def _gpu_s_column(self, gpu_type: str) -> array:
+        col = self._gpu_s.get(gpu_type)
+        if col is None:
+            col = self._gpu_s[gpu_type] = array("d", bytes(8 * len(self._cols["status"])))
+        return col
 
     def finish(self, states: Iterable[JobState], end_time: float, reason=None) -> None:
         """The run is over: jobs still pending or running become unfinished, each with the reason
@@ -256,12 +311,9 @@ class Recorder:
                                         "reason": reason(st) if reason else st.status.value})
                 st.status = Status.UNFINISHED
             open_since, held = self._seg.get(st.spec.job_id, (end_time, {}))
-            rows[i] = self.ended(st)._row   # the state stays: it holds what it held at the end
+            row = rows[i] = self.ended(st)._row   # the state stays: it holds what it held at the end
             for t, g in held.items():   # its allocation still open at the end of the run
-                col = self._gpu_s.get(t)
-                if col is None:
-                    col = self._gpu_s[t] = array("d", bytes(8 * len(self._cols["status"])))
-                col[-1] += g * max(end_time - open_since, 0.0)
+                self._gpu_s_column(t)[row] += g * max(end_time - open_since, 0.0)
         self._rows = rows
 
     def column(self, name: str) -> np.ndarray:
@@ -425,7 +477,7 @@ class Recorder:
         e = self._events
         return pa.table({
             "time": arrow.array(_floats(e["time"]), pa.float64()), "job_id": arrow.array([s.job_id for s in e["job"]], pa.string()),
-            "kind": arrow.array(e["kind"], pa.string()),
+            "kind": arrow.array(self._kinds, pa.string()).take(np.frombuffer(e["kind"], dtype=np.uint8)),
             "gpus_before": arrow.array(_floats(e["gpus_before"]), pa.float64()),
             "gpus_after": arrow.array(_floats(e["gpus_after"]), pa.float64()),
             "overhead_s": arrow.array(_floats(e["overhead_s"]), pa.float64()),
@@ -701,12 +753,14 @@ def efficiency(rec: Recorder, start: float, end: float) -> dict:
     ``overhead_ratio``: time lost to reshaping (scale, rescale, migrate; not starts or resumes) over
     the jobs' total run time (first start to end), SideCar Table VIII; ``scale_out_events`` / ``scale_in_events``: SideCar Fig. 11's adding and
     removing events."""
-    ev = rec._events
-    out = {"scale_out_events": sum(k == "scale_out" for k in ev["kind"]),
-           "scale_in_events": sum(k == "scale_in" for k in ev["kind"])}
+    ev, code = rec._events, rec._kind_code   # kinds are one-byte codes (Recorder._kinds)
+    kinds = ev["kind"]
+    out = {"scale_out_events": kinds.count(code["scale_out"]) if "scale_out" in code else 0,
+           "scale_in_events": kinds.count(code["scale_in"]) if "scale_in" in code else 0}
     ran = rec.column("end_time") - rec.column("first_start")   # NaN where a job never started or never ended
     ran = _sum(ran[~np.isnan(ran)])
-    reshaping = sum(o for k, o in zip(ev["kind"], ev["overhead_s"]) if k in ("scale_out", "scale_in", "rescale", "migrate"))
+    reshaping_codes = {code[k] for k in ("scale_out", "scale_in", "rescale", "migrate") if k in code}
+    reshaping = sum(o for k, o in zip(kinds, ev["overhead_s"]) if k in reshaping_codes)
     out["overhead_ratio"] = reshaping / ran if ran > 0 else None
     speed = getattr(rec, "speed", None)
     out["gpu_efficiency_mean"] = out["cluster_efficiency_mean"] = None

@@ -467,3 +467,22 @@ def test_a_run_gives_the_collector_its_thresholds_back_even_when_the_policy_fail
     with pytest.raises(PolicyError, match="not a Decision"):
         run(jobs(gpu_job("a", 0.0, 2, 10.0)), Broken())
     assert gc.get_threshold() == before
+
+
+def test_a_job_state_is_made_at_arrival_and_jobs_never_arrived_are_reported():
+    # a (t=0, 10 s on 1 GPU), b (t=5), c (t=50) and d (t=60): with until=20, a finishes at 10,
+    # b at 15, c and d never arrive
+    specs = jobs(gpu_job("a", 0.0, 1, 10.0), gpu_job("b", 5.0, 1, 10.0), gpu_job("c", 50.0, 1, 10.0),
+                 gpu_job("d", 60.0, 1, 10.0))
+    engine = Engine(specs, cluster(), Fifo(), progress=False, until=20.0)
+    assert len(engine.states) == 0   # no state is held for a job before it arrives
+    early = engine.states["c"]       # read early (as a fault model may): the same state serves c later
+    with pytest.raises(KeyError):
+        engine.states["nobody"]
+    rec = engine.run()
+    assert list(engine.states) == ["a", "b", "c", "d"]   # the trace's order, as arrivals make them
+    assert engine.states["c"] is early and early.status.value == "unfinished"
+    t = rec.jobs().to_pydict()
+    assert t["status"] == ["finished", "finished", "unfinished", "unfinished"]
+    assert t["end_time"][:2] == [10.0, 15.0]
+    assert [u["job_id"] for u in rec.summary()["unfinished_jobs"]] == ["c", "d"]

@@ -14,7 +14,7 @@ from clustersim.policies.tiresias import Tiresias
 from clustersim.simulator import faults
 from clustersim.simulator.engine import Engine
 from clustersim.simulator.job import FAULT_FIELDS, TALLY_FIELDS, JobSpec, JobState, RoleSpec, Status
-from clustersim.simulator.metrics import Ended
+from clustersim.simulator.metrics import Ended, EndedAt, Recorder, efficiency
 from clustersim.simulator.overhead import ConstantOverhead
 from tests.factories import cluster, gpu_job, jobs
 
@@ -80,7 +80,8 @@ def _faulty_run(seed: int):
 @pytest.mark.parametrize("seed", [0, 1])
 def test_ended_reads_every_field_its_state_held(seed):
     eng = _faulty_run(seed)
-    kept = dict(eng.states)   # the states themselves, kept alive here
+    # the states themselves, kept alive here (read before their jobs arrive: the arrivals take these)
+    kept = {j.job_id: eng.states[j.job_id] for j in eng.jobs}
     rec = eng.run()
     # all but the engine's bookkeeping of a running job (and the samples, dropped once reported)
     skip = ("spec", "samples", "busy_until", "pending_since", "version", "tally")
@@ -120,3 +121,38 @@ def test_ended_is_read_only():
     assert isinstance(e, Ended)
     with pytest.raises(AttributeError):
         e.end_time = 1.0
+
+
+def test_event_kinds_kept_as_codes_come_back_as_recorded():
+    # kinds are kept a byte an event and decoded when the table is built: the same strings, in order
+    rec = Recorder(cluster())
+    st = JobState(gpu_job("a", 0.0, 1, 10.0))
+    kinds = ["start", "scale_out", "preempt", "resume", "scale_in", "scale_out", "finish"]
+    for t, (kind, lost) in enumerate(zip(kinds, [0.0, 2.0, 0.0, 0.0, 0.5, 0.25, 0.0])):
+        rec.event(float(t), st, kind, lost)
+    t = rec.events().to_pydict()
+    assert t["kind"] == kinds and t["job_id"] == ["a"] * 7 and t["time"] == [0.0, 1, 2, 3, 4, 5, 6]
+    st.status, st.first_start, st.end_time = Status.FINISHED, 0.0, 6.0
+    rec.finish([st], 6.0)
+    e = efficiency(rec, 0.0, 6.0)
+    # 2 scale-outs, 1 scale-in; reshaping (scale out/in) lost 2.0 + 0.5 + 0.25 = 2.75 s of a 6 s run
+    assert (e["scale_out_events"], e["scale_in_events"], e["overhead_ratio"]) == (2, 1, 2.75 / 6.0)
+
+
+def test_rows_at_the_trace_index_or_in_the_order_jobs_end_give_the_same_tables():
+    # a (t=0, 100 s) ends last, b (t=1, 10 s) first, reported at c's arrival (t=20, ends at 30):
+    # with indices 0, 1, 2 an ended job's row is its index (Ended holds no row number); with
+    # indices 7, 3, 9 (not 0 .. n-1) rows go in the order jobs end (EndedAt)
+    def run(ia, ib, ic):
+        specs = [gpu_job("a", 0.0, 2, 100.0, index=ia), gpu_job("b", 1.0, 2, 10.0, index=ib),
+                 gpu_job("c", 20.0, 2, 10.0, index=ic)]
+        eng = Engine(specs, cluster(), Fifo(), progress=False)
+        t = eng.run().jobs().to_pylist()
+        return eng.states["b"], {r["job_id"]: {k: v for k, v in r.items() if k != "index"} for r in t}, t
+    b, dense, t = run(0, 1, 2)
+    assert isinstance(b, Ended) and not isinstance(b, EndedAt) and b._row == 1 and b.end_time == 11.0
+    assert [r["job_id"] for r in t] == ["a", "b", "c"] and [r["end_time"] for r in t] == [100.0, 11.0, 30.0]
+    b, sparse, t = run(7, 3, 9)
+    assert isinstance(b, EndedAt) and b._row == 0 and b.end_time == 11.0   # b ended first
+    assert [r["job_id"] for r in t] == ["b", "a", "c"]   # the trace's order: 3, 7, 9
+    assert sparse == dense
