@@ -126,6 +126,24 @@ def _strings(vals: list, valid: np.ndarray | None) -> pa.Array:
     return _make(pa.string(), len(enc), valid, buffers)
 
 
+def decoded(codes: np.ndarray, labels: list[str]) -> pa.Array:
+    """The string column whose row i is ``labels[codes[i]]``, built from buffers in numpy
+    (``Array.take`` would import pyarrow.compute, and with it pandas; a Python string per row
+    would cost a million objects for a million events)."""
+    enc = [s.encode("utf-8") for s in labels]
+    lens = np.fromiter(map(len, enc), dtype=np.int64, count=len(enc))
+    table = np.zeros((len(enc), max(lens.max(initial=0), 1)), dtype=np.uint8)   # label i's bytes, padded
+    for i, b in enumerate(enc):
+        table[i, :len(b)] = np.frombuffer(b, dtype=np.uint8)
+    row_len = lens[codes]
+    offsets = np.zeros(len(codes) + 1, dtype=np.int64)
+    np.cumsum(row_len, out=offsets[1:])
+    if offsets[-1] > _INT32_MAX:
+        raise OverflowError("a string column over 2 GiB needs pa.large_string()")
+    data = table[codes][np.arange(table.shape[1]) < row_len[:, None]]   # each row's bytes, in row order
+    return _make(pa.string(), len(codes), None, [pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(data.tobytes())])
+
+
 def _bits(mask: np.ndarray) -> pa.Buffer:
     """Arrow's bit-packed layout: bit i of byte i // 8 is element i (least significant first)."""
     return pa.py_buffer(np.packbits(mask, bitorder="little"))

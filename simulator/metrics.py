@@ -477,7 +477,7 @@ class Recorder:
         e = self._events
         return pa.table({
             "time": arrow.array(_floats(e["time"]), pa.float64()), "job_id": arrow.array([s.job_id for s in e["job"]], pa.string()),
-            "kind": arrow.array(self._kinds, pa.string()).take(np.frombuffer(e["kind"], dtype=np.uint8)),
+            "kind": arrow.decoded(np.frombuffer(e["kind"], dtype=np.uint8), self._kinds),
             "gpus_before": arrow.array(_floats(e["gpus_before"]), pa.float64()),
             "gpus_after": arrow.array(_floats(e["gpus_after"]), pa.float64()),
             "overhead_s": arrow.array(_floats(e["overhead_s"]), pa.float64()),

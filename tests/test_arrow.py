@@ -92,12 +92,23 @@ def test_building_and_writing_columns_imports_no_pandas(tmp_path):
     code = ("import sys, pyarrow as pa, pyarrow.parquet as pq\n"
             "from clustersim.simulator import arrow\n"
             "t = pa.table({'s': arrow.array(['a', None], pa.string()), 'f': arrow.array([1.0, None], pa.float64()),"
-            " 'b': arrow.array([True, None], pa.bool_()), 'i': arrow.array([1, 2], pa.int32())})\n"
+            " 'b': arrow.array([True, None], pa.bool_()), 'i': arrow.array([1, 2], pa.int32()),"
+            " 'k': arrow.decoded(__import__('numpy').array([1, 0], dtype='uint8'), ['start', 'finish'])})\n"
             f"pq.write_table(t, {str(tmp_path / 't.parquet')!r})\n"
             "arrow.to_numpy(t['f'])\n"
             "print('pandas' in sys.modules)\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "False"
+
+
+@pytest.mark.parametrize("codes,labels", [([0, 1, 3, 2, 2, 0], ["start", "finish", "scale_out", "ünï €"]),
+                                          ([], ["start"]), ([], []), ([0] * 9, [""])])
+def test_decoded_equals_pyarrows_take(codes, labels):
+    # the events table's kind column: each row the label its one-byte code names
+    got = arrow.decoded(np.array(codes, dtype=np.uint8), labels)
+    got.validate(full=True)
+    assert got.equals(pa.array(labels, pa.string()).take(pa.array(codes, pa.uint8())))
+    assert got.to_pylist() == [labels[c] for c in codes]
 
 
 @pytest.mark.parametrize("values", [[True, None, False, True, True, False, False, True, None, True],
