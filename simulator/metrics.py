@@ -22,7 +22,7 @@ import pyarrow.parquet as pq
 
 from clustersim.simulator import arrow   # output columns without pa.array's pandas import
 from clustersim.simulator.errors import OutputError
-from clustersim.simulator.job import EMPTY, ENDED, FAULT_FIELDS, FaultState, JobState, Status, StopReason
+from clustersim.simulator.job import EMPTY, ENDED, FAULT_FIELDS, FaultState, JobState, Status, StopReason, Tally
 
 
 FAILURE_CAUSES = ("failed", "node_down", "oom")   # StopReason values of failures
@@ -39,6 +39,7 @@ _STATUSES = tuple(Status)
 _STATUS_CODE = {s: i for i, s in enumerate(_STATUSES)}
 _STOPS = (None, *StopReason)
 _STOP_CODE = {s: i for i, s in enumerate(_STOPS)}
+_NO_TALLY = Tally()   # a job that never stopped or reshaped: its counts and costs, all zero (never written)
 _NULLABLE = ("first_start", "end_time")
 
 
@@ -266,10 +267,11 @@ class Recorder:
         if row >= len(self._cols["status"]):
             self._grow(row + 1)
         status = _STATUS_CODE[st.status]
+        tally = st.tally or _NO_TALLY   # read once: JobState's forwarding properties cost a call each
         for col, value in zip(self._row_cols, (
-                st.progress, st.service, _or_nan(st.first_start), _or_nan(st.end_time), st.overhead_s,
-                st.overhead_gpu_s, st.waited, st.preemptions, st.rescales, st.migrations, st.resizes, st.failures,
-                status, _STOP_CODE[st.stop_reason])):
+                st.progress, st.service, _or_nan(st.first_start), _or_nan(st.end_time), tally.overhead_s,
+                tally.overhead_gpu_s, st.waited, tally.preemptions, tally.rescales, tally.migrations, tally.resizes,
+                tally.failures, status, _STOP_CODE[st.stop_reason])):
             col[row] = value
         if st.fault is not None or st.ckpt_next is not None:
             self._faults[row] = (st.fault, st.ckpt_next)
