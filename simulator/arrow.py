@@ -118,12 +118,16 @@ def _strings(vals: list, valid: np.ndarray | None) -> pa.Array:
     except AttributeError:
         bad = next(v for v in vals if v is not None and not isinstance(v, str))
         raise TypeError(f"expected strings for a string column, got {bad!r}") from None
-    offsets = np.zeros(len(enc) + 1, dtype=np.int64)
-    np.cumsum(np.fromiter(map(len, enc), dtype=np.int64, count=len(enc)), out=offsets[1:])
+    return _string_array(np.fromiter(map(len, enc), dtype=np.int64, count=len(enc)), b"".join(enc), valid)
+
+
+def _string_array(lengths: np.ndarray, data: bytes, valid: np.ndarray | None) -> pa.Array:
+    """A string column from its rows' byte lengths and their bytes, one after another."""
+    offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
     if offsets[-1] > _INT32_MAX:
         raise OverflowError("a string column over 2 GiB needs pa.large_string()")
-    buffers = [pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(b"".join(enc))]
-    return _make(pa.string(), len(enc), valid, buffers)
+    return _make(pa.string(), len(lengths), valid, [pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(data)])
 
 
 def decoded(codes: np.ndarray, labels: list[str]) -> pa.Array:
@@ -136,12 +140,8 @@ def decoded(codes: np.ndarray, labels: list[str]) -> pa.Array:
     for i, b in enumerate(enc):
         table[i, :len(b)] = np.frombuffer(b, dtype=np.uint8)
     row_len = lens[codes]
-    offsets = np.zeros(len(codes) + 1, dtype=np.int64)
-    np.cumsum(row_len, out=offsets[1:])
-    if offsets[-1] > _INT32_MAX:
-        raise OverflowError("a string column over 2 GiB needs pa.large_string()")
     data = table[codes][np.arange(table.shape[1]) < row_len[:, None]]   # each row's bytes, in row order
-    return _make(pa.string(), len(codes), None, [pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(data.tobytes())])
+    return _string_array(row_len, data.tobytes(), None)
 
 
 def _bits(mask: np.ndarray) -> pa.Buffer:

@@ -374,11 +374,8 @@ class Recorder:
     def peer_columns(self, specs: list, end: np.ndarray) -> dict:
         """Deadlines (absolute s: met, slack = deadline - end) and the GPU types a job ran on."""
         dl = [s.deadline for s in specs]
-        d = np.array([math.nan if x is None else x for x in dl], dtype=np.float64)
-        has = ~np.isnan(d)
+        d, has, met = self._deadlines()
         done = ~np.isnan(end)
-        met = np.zeros(len(d), dtype=bool)
-        met[has & done] = end[has & done] <= d[has & done] + 1e-9
         types = sorted(self.gpu_seconds_by_type().items())
         code = np.zeros(len(specs), dtype=np.int64)   # bit k: the job held type k
         for k, (_, v) in enumerate(types):
@@ -391,14 +388,20 @@ class Recorder:
             "gpu_types": arrow.array([names[c] for c in code.tolist()], pa.string()),
         }
 
+    def _deadlines(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Each job's deadline (NaN: none), whether it has one, and whether it finished by it."""
+        d = self._spec_column(lambda s: _or_nan(s.deadline))
+        end = self.column("end_time")
+        has = ~np.isnan(d)
+        met = has & ~np.isnan(end)
+        met[met] = end[met] <= d[met] + 1e-9
+        return d, has, met
+
     def peer_summary(self, start: float, end: float) -> dict:
         """The deadline-satisfactory ratio (ElasticFlow §6: jobs with a deadline that finish by
         it, over jobs with a deadline; unfinished jobs miss) and GPU use per GPU type."""
-        dl = self._spec_column(lambda s: math.nan if s.deadline is None else s.deadline)
-        has = ~np.isnan(dl)
-        ends = self.column("end_time")[has]
-        with_dl = int(has.sum())
-        met = int((~np.isnan(ends) & (ends <= dl[has] + 1e-9)).sum())
+        _, has, met = self._deadlines()
+        with_dl, met = int(has.sum()), int(met.sum())
         # summed in the trace's order, as one job after another (sum's rounding, not numpy's pairwise one)
         used = {t: _sum(v) for t, v in self.gpu_seconds_by_type().items()}
         cap: dict[str, float] = {}
@@ -492,7 +495,7 @@ class Recorder:
         end_time = self.column("end_time")
         jct = (end_time - submit)[done]
         queue = (self.column("first_start") - submit)[done]
-        slowdown = jct / self._spec_column(lambda s: math.nan if s.duration is None else s.duration)[done] if done.any() else jct
+        slowdown = jct / self._spec_column(lambda s: _or_nan(s.duration))[done] if done.any() else jct
         n = len(status)
         start = float(submit.min()) if n else 0.0
         ended = (status == _STATUS_CODE[Status.FINISHED]) | (status == _STATUS_CODE[Status.FAILED])
