@@ -435,23 +435,12 @@ class Engine:
         self._decision_at = None
         now = self.now
         self._slot_start = now
-        if self._lazy and not self.pending and self._done < len(self.jobs):
-            # the policy declared that it changes nothing and asks for nothing now (Policy.
-            # decides_only_when_waiting): no view, no call; it hears of jobs that finished
-            # meanwhile at its next decision (at the latest, the one after the last job ends).
-            # Only this instant's timeline row is written.
-            self._sample_usage()
-            return
-        if self._lazy_freed and self._only_arrivals and self._left_pending:
-            # the policy declared that jobs arriving behind one that waits change nothing
-            # (Policy.decides_only_when_freed): it hears of them at its next decision
-            self._sample_usage()
-            return
-        if (self._none_stopped and self._waiting_for is not None and self._done < len(self.jobs)
-                and self.cluster.free_gpus + EPS < self._waiting_for):
-            # the policy declared that it changes nothing with fewer GPUs free (Policy.
-            # waits_for_gpus): an end that freed too little for the job it waits for
-            self._sample_usage()
+        if self._declared_no_op():
+            # the policy declared that this decision changes nothing and asks for nothing
+            # (policies/base.py): no view, no call; it hears of what happened meanwhile at its
+            # next decision (at the latest, the one after the last job ends). Only this
+            # instant's timeline row is written.
+            self.recorder.sample(now, len(self.running), len(self.pending))
             return
         self._count()
         self.decisions += 1
@@ -472,6 +461,22 @@ class Engine:
             self._bar.update(min(round(now), self._bar.total) - self._bar.n)
         if decision.wakeup is not None:
             self._schedule_wakeup(decision.wakeup, changed)
+
+    def _declared_no_op(self) -> bool:
+        """Whether the policy declared the decision due now a no-op (policies/base.py), one of:
+        nothing is pending (``decides_only_when_waiting``), while jobs remain to end; its last
+        decision left jobs pending and only arrivals asked for one since (``decides_only_when_freed``:
+        they join behind a job that did not fit); fewer GPUs are free (by more than the cluster's
+        ``EPS``) than it declared it waits for and no job stopped and no node changed since its
+        last decision (``waits_for_gpus``: an end that freed too little), while jobs remain to end."""
+        if self._only_arrivals and self._left_pending and self._lazy_freed:
+            return True
+        if self._done == len(self.jobs):
+            return False
+        if self._lazy and not self.pending:
+            return True
+        waiting = self._waiting_for
+        return waiting is not None and self._none_stopped and self.cluster.free_gpus + EPS < waiting
 
     def _active(self, job_id: str) -> bool:
         return job_id in self.pending or job_id in self.running

@@ -54,6 +54,16 @@ class Transition:
 
 FREE = Transition()
 STOPS = (Change.STOP, Change.FAIL)
+_PAUSES: dict[float, Transition] = {}   # pause_s -> its Transition (see ``pause``)
+
+
+def pause(seconds: float) -> Transition:
+    """``Transition(pause_s=seconds)``, made once per value: transitions are immutable, and a
+    constant model asks for the same few at every start (a replay starts every job)."""
+    tr = _PAUSES.get(seconds)
+    if tr is None:
+        tr = _PAUSES[seconds] = Transition(pause_s=seconds)
+    return tr
 
 
 class OverheadModel(Protocol):
@@ -82,14 +92,14 @@ class ConstantOverhead:
 
     def transition(self, spec: JobSpec, change: Change, old: Allocation, new: Allocation) -> Transition:
         if change is Change.START:
-            return Transition(pause_s=self.start_s)
+            return pause(self.start_s)
         if change is Change.RESUME:
-            return Transition(pause_s=self.resume_s)
+            return pause(self.resume_s)
         if change in STOPS:
             return FREE
         if self.stop_free:
             return Transition(prepare_s=self.rescale_s, pause_s=self.pause_s)
-        return Transition(pause_s=self.rescale_s)
+        return pause(self.rescale_s)
 
 
 @dataclass(frozen=True, slots=True)
