@@ -42,6 +42,10 @@ from clustersim.simulator.usage import BoundUsage
 from clustersim.simulator.view import ClusterView, Decision, JobView, Observer, View, read_only
 
 URGENT, NORMAL = 0, 1   # priorities at one instant (the pending decision runs after both)
+# Enum members the per-job steps read, as module constants: on Python 3.11 reading one through its
+# class (``Change.START``) goes through EnumType's ``__getattr__`` hook, ~8x a global's cost
+_START, _RESUME, _MIGRATE, _RESIZE = Change.START, Change.RESUME, Change.MIGRATE, Change.RESIZE
+_RUNNING, _FINISHED = Status.RUNNING, Status.FINISHED
 
 
 class RunawayError(PolicyError):
@@ -557,15 +561,15 @@ class Engine:
         held = alloc_gpus(st.spec, st.allocation) if st.allocation else 0.0
         lingering = st.gpus - held if st.allocation else 0.0   # tasks a graceful scale-in still holds
         st.allocation = new
-        if change is Change.START or change is Change.RESUME:
-            st.status = Status.RUNNING
+        if change is _START or change is _RESUME:
+            st.status = _RUNNING
             st.waited += now - st.pending_since
             if st.first_start is None:
                 st.first_start = now
             self.running[job_id] = self.pending.pop(job_id)
-        elif change is Change.MIGRATE:
+        elif change is _MIGRATE:
             st.migrations += 1
-        elif change is Change.RESIZE:
+        elif change is _RESIZE:
             st.resizes += 1
         else:
             st.rescales += 1
@@ -602,7 +606,7 @@ class Engine:
         was_moving = st.rate > 0
         self.progress.finish(st, now)
         self._hold_nothing(st, was_moving)
-        st.status, st.end_time = Status.FINISHED, now
+        st.status, st.end_time = _FINISHED, now
         self._done += 1
         view = self.running.pop(st.spec.job_id)
         self._finished.append(view)

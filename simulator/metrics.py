@@ -38,7 +38,6 @@ _NP = {name: {"d": np.float64, "i": np.int32, "b": np.int8}[code] for name, code
 _STATUSES = tuple(Status)
 _STATUS_CODE = {s: i for i, s in enumerate(_STATUSES)}
 _STOPS = (None, *StopReason)
-_STOP_CODE = {s: i for i, s in enumerate(_STOPS)}
 _NO_TALLY = Tally()   # a job that never stopped or reshaped: its counts and costs, all zero (never written)
 _NULLABLE = ("first_start", "end_time")
 
@@ -280,7 +279,8 @@ class Recorder:
         overhead_s[row], overhead_gpu_s[row] = tally.overhead_s, tally.overhead_gpu_s
         preemptions[row], rescales[row], migrations[row] = tally.preemptions, tally.rescales, tally.migrations
         resizes[row], failures[row] = tally.resizes, tally.failures
-        status[row], stop_reason[row] = _STATUS_CODE[st.status], _STOP_CODE[st.stop_reason]
+        # codes by position in _STATUSES and _STOPS (as _STATUS_CODE gives them): an Enum's hash is a Python call
+        status[row], stop_reason[row] = _STATUSES.index(st.status), _STOPS.index(st.stop_reason)
         if st.fault is not None or st.ckpt_next is not None:
             self._faults[row] = (st.fault, st.ckpt_next)
         job = st.spec.job_id

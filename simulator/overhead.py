@@ -54,6 +54,8 @@ class Transition:
 
 FREE = Transition()
 STOPS = (Change.STOP, Change.FAIL)
+# read at every start as module constants (through the class each costs EnumType's ``__getattr__`` hook)
+_START, _RESUME = Change.START, Change.RESUME
 _PAUSES: dict[float, Transition] = {}   # pause_s -> its Transition (see ``pause``)
 
 
@@ -91,9 +93,9 @@ class ConstantOverhead:
     pause_s: NonNegative = 0.0
 
     def transition(self, spec: JobSpec, change: Change, old: Allocation, new: Allocation) -> Transition:
-        if change is Change.START:
+        if change is _START:
             return pause(self.start_s)
-        if change is Change.RESUME:
+        if change is _RESUME:
             return pause(self.resume_s)
         if change in STOPS:
             return FREE
