@@ -444,7 +444,7 @@ class Engine:
             # (policies/base.py): no view, no call; it hears of what happened meanwhile at its
             # next decision (at the latest, the one after the last job ends). Only this
             # instant's timeline row is written.
-            self.recorder.sample(now, len(self.running), len(self.pending))
+            self._sample_usage()
             return
         self._count()
         self.decisions += 1
