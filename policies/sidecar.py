@@ -796,13 +796,15 @@ class SideCarTermination(_Base):
 
     def __init__(self, gpu_options: GpuOptions = (1, 2, 4, 8), undeclared_iterations: Positive = 10010.0,
                  accuracy_fit: bool = True, fit_min_points: FitPoints = 3, fit_patience: Patience = 5,
-                 fit_relative: bool = False, count_restart: bool = False,
+                 fit_relative: bool = False, count_restart: bool = False, cross_host: bool = True,
+                 gpu_steps: bool = False,
                  pod_kill_s: NonNegative = PodRestart.pod_kill_s,
                  pod_start_base_s: NonNegative = PodRestart.pod_start_base_s,
                  pod_start_per_gpu_s: NonNegative = PodRestart.pod_start_per_gpu_s, tick_s: Positive | None = 60.0):
         super().__init__(gpu_options, undeclared_iterations, accuracy_fit, fit_min_points, fit_patience, fit_relative)
         self.tick_s = tick_s
         self.count_restart = count_restart
+        self.cross_host, self.gpu_steps = cross_host, gpu_steps
         self.pod = (pod_kill_s, pod_start_base_s, pod_start_per_gpu_s)
 
     def reset(self, view: View) -> None:
@@ -819,7 +821,14 @@ class SideCarTermination(_Base):
 
     def _add_one_by_one(self, view: View, free: np.ndarray, allocs: dict) -> None:
         """Each step: the job whose next option saves the most predicted time per added GPU
-        (Optimus's marginal gain), if positive, on its own host, after its last restart."""
+        (Optimus's marginal gain), if positive, after its last restart. Every step terminates the
+        job and starts it again as a new pod (§I, §III-A: "GPU allocation is conducted at the job
+        level, and thus requires restarting the entire job, including its associated containers"),
+        which Kubernetes places on any host with room for it: with ``cross_host``, the job's own
+        host if the added GPUs are idle there, else another up host with the whole next option
+        idle (the gain read at that host's speed; the best gain wins, the own host and then the
+        lowest index on ties); without, only its own host."""
+        up = view.cluster.up
         while True:
             best, pick = 0.0, None
             for jid, jv in sorted(view.running.items(), key=lambda kv: kv[1].index):
@@ -827,22 +836,33 @@ class SideCarTermination(_Base):
                     continue
                 h = self.host(jv)
                 cur = task_counts(jv.allocation)[jv.roles[0].name]
-                bigger = [o for o in self.opts(jv) if o > cur]
-                if not bigger or self.idle(free, jv, view)[h] < bigger[0] - cur:
+                opts = self.opts(jv)
+                bigger = [o for o in opts if o > cur]
+                if not bigger:
                     continue
-                nxt = bigger[0]
+                nxt = cur + 1 if self.gpu_steps else bigger[0]
+                idle = self.idle(free, jv, view)
+                targets = [h] if idle[h] >= nxt - cur else []
+                if self.cross_host:
+                    targets += [x for x in self.hosts if x != h and up[x] and idle[x] >= nxt]
+                if not targets:
+                    continue
                 rem = self.remaining(jv)
-                saved = rem * (self.t_iter(jv, cur, h, view) - self.t_iter(jv, nxt, h, view))
-                if self.count_restart:
-                    saved -= self.pod[0] + self.pod[1] + self.pod[2] * nxt
-                gain = saved / (nxt - cur)
-                if gain > best:
-                    best, pick = gain, (jv, h, nxt, cur)
+                now_s = rem * self.t_iter(jv, cur, h, view)
+                for target in targets:
+                    saved = now_s - rem * self.t_iter(jv, nxt, target, view)
+                    if self.count_restart:
+                        saved -= self.pod[0] + self.pod[1] + self.pod[2] * nxt
+                    gain = saved / (nxt - cur)
+                    if gain > best:
+                        best, pick = gain, (jv, h, target, nxt, cur)
             if pick is None:
                 return
-            jv, h, nxt, cur = pick
-            free[h] -= np.asarray(jv.roles[0].demand) * (nxt - cur)
-            allocs[jv.job_id] = {jv.roles[0].name: {h: nxt}}
+            jv, h, target, nxt, cur = pick
+            demand = np.asarray(jv.roles[0].demand)
+            free[h] += demand * cur
+            free[target] -= demand * nxt
+            allocs[jv.job_id] = {jv.roles[0].name: {target: nxt}}
             self.adds += 1
 
 

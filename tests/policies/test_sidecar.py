@@ -89,6 +89,17 @@ def test_termination_starts_small_and_adds_one_option_step_at_a_time():
     assert steps == [("start", 1), ("scale_out", 2), ("scale_out", 4), ("scale_out", 8)]
 
 
+def test_termination_one_gpu_steps_read_one_by_one_literally():
+    """gpu_steps: each restart adds one GPU (§V-B "one by one"), 1 -> 2 -> ... -> 8, speeds
+    rising with every GPU (the largest option bounds the count)."""
+    pod = _overhead("pod_restart", **POD)
+    specs = jobs(gpu_job("a", 0, 4, 1.0, work=1e5, min_gpus=1, max_gpus=8))
+    rec = Engine(specs, cluster(nodes=1, gpus=8), policies.make("sidecar_termination", gpu_steps=True),
+                 speed=CountSpeed({n: n ** 0.7 for n in range(1, 9)}), overhead=pod, observe=DECLARED).run()
+    steps = [e["gpus_after"] for e in rec.events().to_pylist() if e["kind"] in ("start", "scale_out")]
+    assert steps == list(range(1, 9))
+
+
 def test_default_runs_jobs_static_and_out_of_order():
     """A 4-GPU job that cannot fit waits while a later 2-GPU job that fits starts (§VI-A)."""
     specs = jobs(gpu_job("a", 0, 6, 1000.0, work=6000.0, min_gpus=1, max_gpus=8),
@@ -286,3 +297,25 @@ def test_e7_falls_back_before_three_points_and_never_predicts_past_the_last_poin
     off = policies.make("sidecar", accuracy_fit=False)
     off.sizes = {"resnet18": [3000.0, 2], None: [3000.0, 2]}
     assert off.remaining(_curve_job(430.0)) == 1500.0 - 430.0
+
+
+@pytest.mark.parametrize("cross_host", [True, False])
+def test_termination_restarts_a_job_on_another_host(cross_host):
+    """Two 4-GPU hosts, eight jobs at 0 s placed on the host with the most idle GPUs: the rigid
+    1-GPU r0, r2, r4, r6 on host 0, r1, r3, r5 and the elastic a (1-4 GPUs) on host 1, which is
+    then full. r0, r2, r4, r6 end first and leave host 0 idle. A termination step restarts a as a
+    new pod (§III-A), which may land on host 0 with its next option, 2 GPUs, and then grow there to 4;
+    kept on its own host, a stays at 1 GPU until r1, r3, r5 end."""
+    pod = _overhead("pod_restart", **POD)
+    rigid = [gpu_job(f"r{i}", 0, 1, 100.0 if i % 2 == 0 else 5e4) for i in range(7)]
+    specs = jobs(*rigid, gpu_job("a", 0, 1, 1.0, work=1e5, min_gpus=1, max_gpus=4))
+    rec = Engine(specs, cluster(nodes=2, gpus=4), policies.make("sidecar_termination", cross_host=cross_host),
+                 speed=CountSpeed({1: 1.0, 2: 1.8, 4: 3.0}), overhead=pod, observe=DECLARED).run()
+    steps = [(e["kind"], e["gpus_after"], e["time"]) for e in rec.events().to_pylist()
+             if e["job_id"] == "a" and e["kind"] != "finish"]
+    long_end = max(s.end_time for s in rec.states if s.spec.job_id in ("r1", "r3", "r5"))
+    if cross_host:
+        assert [k for k, n, _ in steps] == ["start", "scale_out", "scale_out"]
+        assert [n for _, n, _ in steps] == [1, 2, 4] and steps[1][2] < 1000 < long_end
+    else:
+        assert steps[0][:2] == ("start", 1) and all(t >= long_end for _, _, t in steps[1:])
