@@ -21,7 +21,8 @@ role's bounds. Three policies:
 - ``sidecar_termination`` (§V-B(2), the Optimus-style baseline, notes A17): an arriving job
   starts with its smallest option if a host has an idle GPU, else waits (FIFO); when no job
   waits, idle GPUs go one option step at a time to the job with the largest marginal gain in
-  predicted remaining time per GPU (Optimus), each step a pod restart (``overhead=pod_restart``).
+  predicted remaining time per GPU (Optimus), each step a pod restart (``overhead=pod_restart``),
+  which may place the job on another host (``cross_host``: a new pod, §III-A).
 - ``k8s_default`` (§V-B(1), notes A18): each job runs at its requested count (drawn from the
   options by the workload), static; any waiting job that fits on one host starts, out of order,
   on the host with the most idle GPUs.
