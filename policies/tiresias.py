@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import heapq
 from itertools import islice
+from operator import attrgetter
 from typing import Annotated, Literal
 from bisect import bisect_left, bisect_right, insort
 
@@ -174,7 +175,7 @@ class Tiresias(Policy):
         for q, queue in enumerate(self.queues):  # the running part past its block admitted at once
             if self.prefix[q] < self.count0[q]:
                 stops.extend(j for _, _, j in queue[self.prefix[q]:self.count0[q]] if j.mark != plan)
-        stops.sort(key=self._rank)
+        stops.sort(key=_rank)
         started = []
         free = view.cluster.free_copy()
         for job in stops:
@@ -233,8 +234,16 @@ class Tiresias(Policy):
             if not queue:   # (a scan of nothing admits nothing)
                 continue
             # the running part ran in the last plan: admitted whole when it fits, else its longest head
-            tail = count0[q]
-            start = prefix[q] = tail if not tail or admit(left, sum0[q]) else self._block(q, left)
+            tail = start = count0[q]
+            if tail:
+                total = sum0[q]
+                if total[0] <= left[0] and total[1] <= left[1] and total[2] <= left[2]:  # admission.admit, inline
+                    left[0] -= total[0]
+                    left[1] -= total[1]
+                    left[2] -= total[2]
+                else:
+                    start = self._block(q, left)
+            prefix[q] = start
             # islice, not a slice: the scan mostly stops early, and a slice copies the queue's rest
             if start < tail and not _scan(islice(queue, start, tail), left, smallest, plan, admitted):
                 return admitted
@@ -339,12 +348,14 @@ class Tiresias(Policy):
 
     def _level(self, job: _Job) -> int:
         """The queue of a job's service; a threshold less than a microsecond away counts as reached."""
-        return bisect_right(self.thresholds, job.service + job.demand[0] * EPS)
+        service = job.view.attained_service - job.offset   # job.service, inline: read at every demotion check
+        return bisect_right(self.thresholds, service + job.demand[0] * EPS)
 
     def _push_demotion(self, job: _Job, now: float) -> None:
         g = job.demand[0]
         if job.queue < len(self.thresholds) and g > 0:
-            t = now + max((self.thresholds[job.queue] - job.service) / g, EPS)
+            service = job.view.attained_service - job.offset   # job.service, inline: read at every start
+            t = now + max((self.thresholds[job.queue] - service) / g, EPS)
             self.seq += 1   # _count
             heapq.heappush(self.demote_at, (t, self.seq, job, job.version))
 
@@ -356,12 +367,17 @@ class Tiresias(Policy):
                 heapq.heappush(self.promote_at, (t, self._count(), job, job.version))
 
     def _next_jump(self, now: float) -> float | None:
-        soonest = None
-        for heap, want_running in ((self.demote_at, True), (self.promote_at, False)):
-            while heap and (heap[0][3] != heap[0][2].version or heap[0][2].running != want_running):
-                heapq.heappop(heap)
-            if heap and (soonest is None or heap[0][0] < soonest):
-                soonest = heap[0][0]
+        """Seconds to the soonest queue change still due (a demotion of a running job, a promotion
+        of a waiting one); entries a later change made stale are dropped on the way."""
+        heap = self.demote_at
+        while heap and (heap[0][3] != heap[0][2].version or not heap[0][2].running):
+            heapq.heappop(heap)
+        soonest = heap[0][0] if heap else None
+        heap = self.promote_at
+        while heap and (heap[0][3] != heap[0][2].version or heap[0][2].running):
+            heapq.heappop(heap)
+        if heap and (soonest is None or heap[0][0] < soonest):
+            soonest = heap[0][0]
         return None if soonest is None else max(soonest - now, 1e-6)
 
     # ------------------------------------------------------------------ queues
@@ -439,8 +455,9 @@ class Tiresias(Policy):
     def _gittins_key(self, job: _Job) -> tuple:
         return (-self.gittins.index(job.service), job.view.submit_time)
 
-    def _rank(self, job: _Job) -> tuple:
-        return (job.queue, job.key, job.index)
+
+# a job's priority: its queue, then its key and trace index there (the queues' own order)
+_rank = attrgetter("queue", "key", "index")
 
 
 def _scan(entries: list, left: list[float], smallest: float, plan: int, admitted: list) -> bool:
