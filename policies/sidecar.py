@@ -21,17 +21,19 @@ role's bounds. Three policies:
 - ``sidecar_termination`` (§V-B(2), the Optimus-style baseline, notes A17): an arriving job
   starts with its smallest option if a host has an idle GPU, else waits (FIFO); when no job
   waits, idle GPUs go one option step at a time to the job with the largest marginal gain in
-  predicted remaining time per GPU (Optimus), each step a pod restart (``overhead=pod_restart``).
+  predicted remaining time per GPU (Optimus), each step a pod restart (``overhead=pod_restart``),
+  which may place the job on another host (``cross_host``: a new pod, §III-A).
 - ``k8s_default`` (§V-B(1), notes A18): each job runs at its requested count (drawn from the
   options by the workload), static; any waiting job that fits on one host starts, out of order,
   on the host with the most idle GPUs.
 
 W1–W3 jobs declare their epochs (§V-A, §III-C), so the remaining iterations are the declared
 iterations (``JobView.declared_iterations``, engine config ``observe.declared_iterations``) less
-those done. A job that declares none (W4 runs to a target accuracy) is predicted to run as many
-iterations as the finished jobs of its model did, on average (the per-type training-accuracy profile
-§III-B-1 offers; the paper's curve fit, §III-C-1, is not modelled), ``undeclared_iterations``
-before any has finished. Jobs the model does not cover (several roles, CPU only,
+those done. A job that declares none (W4 runs to a target accuracy) and reports its training curve
+is predicted by SideCar's online fit (E7, §III-C-1: Optimus's Eq. 1 fitted by NNLS to the points it
+has reported, ``LossFitter``; ``accuracy_fit``); before ``fit_min_points`` points, or for a job that
+reports none, by the iterations the finished jobs of its model ran, on average,
+``undeclared_iterations`` before any has finished. Jobs the model does not cover (several roles, CPU only,
 larger than a host) run at their request, first fit, FIFO. docs/policies/sidecar.md.
 """
 
@@ -47,6 +49,7 @@ import numpy as np
 from clustersim.policies.base import Decision, JobView, Policy, View, arrival, register
 from clustersim.policies.placement import first_fit
 from clustersim.simulator.cluster import EPS, tasks_per_node
+from clustersim.simulator.convergence import LossFitter
 from clustersim.simulator.job import nodes_of, task_counts
 from clustersim.simulator.overhead import PodRestart, SidecarRestart   # the §II-C costs, cited there
 from clustersim.simulator.params import Length, NonNegative, Positive, Range
@@ -56,6 +59,9 @@ from clustersim.simulator.params import Length, NonNegative, Positive, Range
 GpuOptions = Annotated[list[Annotated[int, Range(ge=1, le=4096)]], Length(1, 64)]
 
 INF = float("inf")
+# E7's fit (``_Base.fitted_total``): at least the 3 points Eq. 1's three coefficients need (LossFitter)
+FitPoints = Annotated[int, Range(ge=3, le=1000)]
+Patience = Annotated[int, Range(ge=1, le=1000)]
 
 
 class _Base(Policy):
@@ -63,9 +69,14 @@ class _Base(Policy):
 
     tick_s: float | None = None
 
-    def __init__(self, gpu_options: GpuOptions = (1, 2, 4, 8), undeclared_iterations: Positive = 10010.0):
+    def __init__(self, gpu_options: GpuOptions = (1, 2, 4, 8), undeclared_iterations: Positive = 10010.0,
+                 accuracy_fit: bool = True, fit_min_points: FitPoints = 3, fit_patience: Patience = 5,
+                 fit_relative: bool = False):
         self.options = sorted({int(o) for o in gpu_options})
         self.prior = float(undeclared_iterations)
+        self.fit_on, self.fit_min = accuracy_fit, int(fit_min_points)
+        self.fit_patience, self.fit_relative = int(fit_patience), fit_relative
+        self._fits: dict[str, tuple[int, float | None]] = {}   # job -> (points fitted, predicted total iterations)
 
     def reset(self, view: View) -> None:
         self.queue: list[str] = []          # waiting jobs, FIFO by arrival
@@ -76,6 +87,7 @@ class _Base(Policy):
         self.max_host = self.gpus_per_host.max(initial=0)   # GPUs of the largest host
         self._facts: dict[str, tuple] = {}    # job -> (role or None, options, shape, declared, model): ``facts``
         self._shapes: dict[tuple, int] = {}   # shape -> its number (``_shape``)
+        self._fits = {}
 
     # --- the jobs the model covers
     def facts(self, jv: JobView) -> tuple:
@@ -151,13 +163,46 @@ class _Base(Policy):
         return jv.profiled.iteration_time({jv.roles[0].name: {host: n}})
 
     def remaining(self, jv: JobView) -> float:
-        """Declared iterations less those done (E1); without a declaration, the mean size of the
-        model's finished jobs (else of all finished jobs, else ``undeclared_iterations``)."""
+        """Declared iterations less those done (E1); without a declaration, the iterations the
+        fitted curve predicts (``fitted_total``, E7) or, before it has enough points, the mean size
+        of the model's finished jobs (else of all finished jobs, else ``undeclared_iterations``)."""
         total = jv.declared_iterations
+        if total is None:
+            total = self.fitted_total(jv)
         if total is None:
             s = self.sizes.get(jv.model) or self.sizes.get(None)
             total = s[0] / s[1] if s else self.prior
         return max(total - jv.iterations_done, 0.0)
+
+    def fitted(self, jv: JobView) -> bool:
+        """Whether an undeclared job is predicted by the online fit (it reports its curve)."""
+        return self.fit_on and jv.declared_iterations is None and jv.iterations_per_epoch is not None
+
+    def fitted_total(self, jv: JobView) -> float | None:
+        """E7 (§III-C-1): a job that declares no epochs trains until it reaches its owner's target;
+        "the scheduler employs the online fitting method of Optimus [14]": the points the job has
+        reported so far (one per ``iterations_per_epoch``) fitted by non-negative least squares to
+        Optimus's Eq. 1 (``LossFitter``, the same fit the Optimus policy uses), and the iterations
+        at which the fitted curve meets the owner's stopping rule (``convergence_threshold`` over
+        ``fit_patience`` points, as the owner's rule is set; ``fit_relative``). At least the next
+        point: the job has not stopped at the last one. None before ``fit_min_points`` points (the
+        fallback of ``remaining``) or when the fit fails. Refitted only when a point arrives."""
+        if not self.fitted(jv):
+            return None
+        losses = jv.loss_observations
+        n = len(losses)
+        if n < self.fit_min:
+            return None
+        hit = self._fits.get(jv.job_id)
+        if hit is None or hit[0] != n:
+            try:
+                fit = LossFitter().fit(losses)
+                epochs = fit.total_epochs(jv.convergence_threshold, self.fit_relative, self.fit_patience)
+                total = max(epochs, n + 1) * jv.iterations_per_epoch
+            except ValueError:
+                total = None
+            hit = self._fits[jv.job_id] = (n, total)
+        return hit[1]
 
     # --- FIFO bookkeeping and the fallback
     def ended(self, view: View) -> set:
@@ -166,6 +211,7 @@ class _Base(Policy):
         gone = {j.job_id for j in view.finished}
         for jid in gone:
             self._facts.pop(jid, None)
+            self._fits.pop(jid, None)
         for jv in view.finished:   # what a finished job ran: the size of its kind of job
             for key in (jv.model, None):
                 s = self.sizes.setdefault(key, [0.0, 0])
@@ -214,7 +260,8 @@ class SideCar(_Base):
     tags = frozenset({"elastic"})
 
     def __init__(self, gpu_options: GpuOptions = (1, 2, 4, 8), undeclared_iterations: Positive = 10010.0,
-                 container_init_s: NonNegative = 83.0,
+                 accuracy_fit: bool = True, fit_min_points: FitPoints = 3, fit_patience: Patience = 5,
+                 fit_relative: bool = False, container_init_s: NonNegative = 83.0,
                  process_restart_base_s: NonNegative = SidecarRestart.sidecar_base_s,
                  process_restart_per_gpu_s: NonNegative = SidecarRestart.sidecar_per_gpu_s,
                  pod_kill_s: NonNegative = PodRestart.pod_kill_s,
@@ -222,7 +269,7 @@ class SideCar(_Base):
                  pod_start_per_gpu_s: NonNegative = PodRestart.pod_start_per_gpu_s,
                  cross_host: bool = True, reshape_up: bool = True, reshape_down: bool = True,
                  tick_s: Positive | None = 60.0):
-        super().__init__(gpu_options, undeclared_iterations)
+        super().__init__(gpu_options, undeclared_iterations, accuracy_fit, fit_min_points, fit_patience, fit_relative)
         self.tick_s = tick_s
         self.k_c = container_init_s
         self.d_sc = (process_restart_base_s, process_restart_per_gpu_s)
@@ -241,6 +288,7 @@ class SideCar(_Base):
         self._givers: dict[int, list] = {}     # host -> [(index, job)] with an option below its count
         self._takers: list = []                # [(index, job)] with an option above its count
         self._latest: dict = {}                # declared, or the model whose mean it expects -> _Latest
+        self._fitted_run: dict[str, _Running] = {}   # jobs predicted by E7's fit: each worked out at every decision
         self._changed: set = set()             # jobs this policy started or reshaped: read at the next decision
         self._version = 0
         # the waiting jobs, FIFO, kept per shape (``facts``), so that a decision passes over a
@@ -488,6 +536,9 @@ class SideCar(_Base):
             insort(self._givers.setdefault(h, []), key)
         if opts[-1] > n:
             insort(self._takers, key)
+        if self.fitted(jv):   # E7's prediction moves either way as points arrive: no bound holds
+            self._fitted_run[jid] = rec
+            return
         group = _DECLARED if declared is not None else model
         latest = self._latest.get(group)
         if latest is None:
@@ -504,6 +555,8 @@ class SideCar(_Base):
             i = bisect_left(keys, key)
             if i < len(keys) and keys[i] == key:
                 del keys[i]
+        if self._fitted_run.pop(jid, None) is not None:
+            return
         # its entry in ``_Latest`` is stale from now on (no longer the job's record)
         self._latest[_DECLARED if rec.declared is not None else rec.model].live -= 1
 
@@ -531,6 +584,8 @@ class SideCar(_Base):
         out = _Finishes(now)
         for group, latest in self._latest.items():
             latest.top(self._run, now, None if group is _DECLARED else self._expected(group), out)
+        for jid, rec in self._fitted_run.items():
+            out.add(jid, now + self.remaining(rec.jv) * rec.t)
         for p in self.plans.values():
             out.add(p.job, self._planned_finish(p, view))
         return out
@@ -741,13 +796,16 @@ class SideCarTermination(_Base):
     tags = frozenset({"elastic"})
 
     def __init__(self, gpu_options: GpuOptions = (1, 2, 4, 8), undeclared_iterations: Positive = 10010.0,
-                 count_restart: bool = False,
+                 accuracy_fit: bool = True, fit_min_points: FitPoints = 3, fit_patience: Patience = 5,
+                 fit_relative: bool = False, count_restart: bool = False, cross_host: bool = True,
+                 gpu_steps: bool = False,
                  pod_kill_s: NonNegative = PodRestart.pod_kill_s,
                  pod_start_base_s: NonNegative = PodRestart.pod_start_base_s,
                  pod_start_per_gpu_s: NonNegative = PodRestart.pod_start_per_gpu_s, tick_s: Positive | None = 60.0):
-        super().__init__(gpu_options, undeclared_iterations)
+        super().__init__(gpu_options, undeclared_iterations, accuracy_fit, fit_min_points, fit_patience, fit_relative)
         self.tick_s = tick_s
         self.count_restart = count_restart
+        self.cross_host, self.gpu_steps = cross_host, gpu_steps
         self.pod = (pod_kill_s, pod_start_base_s, pod_start_per_gpu_s)
 
     def reset(self, view: View) -> None:
@@ -764,7 +822,14 @@ class SideCarTermination(_Base):
 
     def _add_one_by_one(self, view: View, free: np.ndarray, allocs: dict) -> None:
         """Each step: the job whose next option saves the most predicted time per added GPU
-        (Optimus's marginal gain), if positive, on its own host, after its last restart."""
+        (Optimus's marginal gain), if positive, after its last restart. Every step terminates the
+        job and starts it again as a new pod (§I, §III-A: "GPU allocation is conducted at the job
+        level, and thus requires restarting the entire job, including its associated containers"),
+        which Kubernetes places on any host with room for it: with ``cross_host``, the job's own
+        host if the added GPUs are idle there, else another up host with the whole next option
+        idle (the gain read at that host's speed; the best gain wins, the own host and then the
+        lowest index on ties); without, only its own host."""
+        up = view.cluster.up
         while True:
             best, pick = 0.0, None
             for jid, jv in sorted(view.running.items(), key=lambda kv: kv[1].index):
@@ -772,22 +837,33 @@ class SideCarTermination(_Base):
                     continue
                 h = self.host(jv)
                 cur = task_counts(jv.allocation)[jv.roles[0].name]
-                bigger = [o for o in self.opts(jv) if o > cur]
-                if not bigger or self.idle(free, jv, view)[h] < bigger[0] - cur:
+                opts = self.opts(jv)
+                bigger = [o for o in opts if o > cur]
+                if not bigger:
                     continue
-                nxt = bigger[0]
+                nxt = cur + 1 if self.gpu_steps else bigger[0]
+                idle = self.idle(free, jv, view)
+                targets = [h] if idle[h] >= nxt - cur else []
+                if self.cross_host:
+                    targets += [x for x in self.hosts if x != h and up[x] and idle[x] >= nxt]
+                if not targets:
+                    continue
                 rem = self.remaining(jv)
-                saved = rem * (self.t_iter(jv, cur, h, view) - self.t_iter(jv, nxt, h, view))
-                if self.count_restart:
-                    saved -= self.pod[0] + self.pod[1] + self.pod[2] * nxt
-                gain = saved / (nxt - cur)
-                if gain > best:
-                    best, pick = gain, (jv, h, nxt, cur)
+                now_s = rem * self.t_iter(jv, cur, h, view)
+                for target in targets:
+                    saved = now_s - rem * self.t_iter(jv, nxt, target, view)
+                    if self.count_restart:
+                        saved -= self.pod[0] + self.pod[1] + self.pod[2] * nxt
+                    gain = saved / (nxt - cur)
+                    if gain > best:
+                        best, pick = gain, (jv, h, target, nxt, cur)
             if pick is None:
                 return
-            jv, h, nxt, cur = pick
-            free[h] -= np.asarray(jv.roles[0].demand) * (nxt - cur)
-            allocs[jv.job_id] = {jv.roles[0].name: {h: nxt}}
+            jv, h, target, nxt, cur = pick
+            demand = np.asarray(jv.roles[0].demand)
+            free[h] += demand * cur
+            free[target] -= demand * nxt
+            allocs[jv.job_id] = {jv.roles[0].name: {target: nxt}}
             self.adds += 1
 
 

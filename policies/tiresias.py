@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import heapq
 from itertools import islice
+from operator import attrgetter
 from typing import Annotated, Literal
 from bisect import bisect_left, bisect_right, insort
 
@@ -56,12 +57,13 @@ GITTINS_ORDER = Rule(("queue_order", "gittins"), lambda order, gittins: not gitt
 
 
 class _Job:
-    __slots__ = ("view", "jid", "demand", "counts", "queue", "key", "offset", "running", "pend_since", "waited",
-                 "version", "consolidate", "mark", "jumped")
+    __slots__ = ("view", "jid", "index", "demand", "counts", "queue", "key", "offset", "running", "pend_since",
+                 "waited", "version", "consolidate", "mark", "jumped")
 
     def __init__(self, view: JobView, consolidate: bool):
         self.view = view
-        self.jid = view.job_id   # read in the hot loops: the view's property is a call
+        self.jid = view.job_id   # read in the hot loops: the view's properties are calls,
+        self.index = view.index  # and a job's id and trace index never change
         self.demand = view.requested_demand()
         self.counts = view.requested_counts()
         self.queue = 0
@@ -79,9 +81,6 @@ class _Job:
     def service(self) -> float:
         """GPU-seconds since the last promotion: what the queue thresholds compare."""
         return self.view.attained_service - self.offset
-
-    def entry(self) -> tuple:
-        return (self.key, self.view.index, self)
 
 
 @register
@@ -176,7 +175,7 @@ class Tiresias(Policy):
         for q, queue in enumerate(self.queues):  # the running part past its block admitted at once
             if self.prefix[q] < self.count0[q]:
                 stops.extend(j for _, _, j in queue[self.prefix[q]:self.count0[q]] if j.mark != plan)
-        stops.sort(key=self._rank)
+        stops.sort(key=_rank)
         started = []
         free = view.cluster.free_copy()
         for job in stops:
@@ -186,9 +185,9 @@ class Tiresias(Policy):
             if alloc is not None:
                 started.append((job, alloc))
         stops = [j for j in stops if not keep_in_place(free, j.view)]  # kept: nothing admitted needed its nodes
-        allocations: dict = {j.view.job_id: None for j in stops}
+        allocations: dict = {j.jid: None for j in stops}
         for job, alloc in started:
-            allocations[job.view.job_id] = alloc
+            allocations[job.jid] = alloc
         self._started([j for j, _ in started], now)
         if stops:
             self._preempted(stops, now)
@@ -196,11 +195,27 @@ class Tiresias(Policy):
         return allocations
 
     def _join_running_part(self, admitted: list[_Job]) -> None:
-        """Admitted jobs that run join the running part of their FIFO queue, in scan order."""
+        """Admitted jobs that run join the running part of their FIFO queue, in scan order.
+        A new key (0, n) is the largest of the part and below every waiting job's (1, ..): the
+        job goes right after the part's ``count0`` jobs, with no search."""
         if self.gittins is None and self.queue_order != "pollux":
+            queues, count0, sum0, tail_sizes, loose = self.queues, self.count0, self.sum0, self.tail_sizes, self.loose
             for job in admitted:
                 if job.running and job.key[0] == 1:
-                    self._rekey(job, (0, self._count()))
+                    q = job.queue
+                    queue = queues[q]
+                    g, c, m = job.demand
+                    del queue[bisect_left(queue, (job.key, job.index))]   # _remove, from the part past it
+                    tail_sizes[q].remove(g)
+                    self.seq += 1   # _count
+                    job.key = (0, self.seq)
+                    queue.insert(count0[q], (job.key, job.index, job))
+                    count0[q] += 1
+                    total = sum0[q]
+                    total[0] += g
+                    total[1] += c
+                    total[2] += m
+                    loose.discard(job)   # a running part counts it now
 
     def _admit(self, view: View) -> list[_Job]:
         """Scan the queues in priority order; admit each job whose request fits what is left.
@@ -212,30 +227,39 @@ class Tiresias(Policy):
         plan = self.plan
         admitted = []
         prefix = self.prefix = [0] * len(self.queues)
+        count0, sum0, tail_sizes = self.count0, self.sum0, self.tail_sizes
         for q, queue in enumerate(self.queues):
             if left[0] < smallest:
                 break
-            start = prefix[q] = self._block(q, left)
-            tail = self.count0[q]
+            if not queue:   # (a scan of nothing admits nothing)
+                continue
+            # the running part ran in the last plan: admitted whole when it fits, else its longest head
+            tail = start = count0[q]
+            if tail:
+                total = sum0[q]
+                if total[0] <= left[0] and total[1] <= left[1] and total[2] <= left[2]:  # admission.admit, inline
+                    left[0] -= total[0]
+                    left[1] -= total[1]
+                    left[2] -= total[2]
+                else:
+                    start = self._block(q, left)
+            prefix[q] = start
             # islice, not a slice: the scan mostly stops early, and a slice copies the queue's rest
-            if not _scan(islice(queue, start, tail), left, smallest, plan, admitted):
+            if start < tail and not _scan(islice(queue, start, tail), left, smallest, plan, admitted):
                 return admitted
             # past the running part: skipped when its smallest job wants more GPUs than are left
-            if left[0] >= self.tail_sizes[q].smallest() and not _scan(islice(queue, tail, None), left, smallest,
-                                                                       plan, admitted):
+            if tail < len(queue) and left[0] >= tail_sizes[q].smallest() and not _scan(
+                    islice(queue, tail, None), left, smallest, plan, admitted):
                 return admitted
         return admitted
 
     def _block(self, q: int, left: list[float]) -> int:
         """Admit the longest head of queue ``q``'s running part (which ran in the last plan) that fits
-        ``left`` as one block, as the scan job by job would; return its length. Found from the back:
-        the jobs past it are the ones the scan must look at one by one anyway."""
+        ``left`` as one block, as the scan job by job would, when the whole part does not fit;
+        return its length. Found from the back: the jobs past it are the ones the scan must look
+        at one by one anyway."""
         k = self.count0[q]
-        if not k:
-            return 0
         total = self.sum0[q]
-        if admit(left, total):
-            return k
         over = [total[r] - left[r] for r in range(3)]
         tail = [0.0, 0.0, 0.0]
         queue = self.queues[q]
@@ -267,14 +291,18 @@ class Tiresias(Policy):
 
     # ------------------------------------------------------------------ state changes
     def _started(self, jobs: list[_Job], now: float) -> None:
+        running, loose, fifo = self.running, self.loose, self.gittins is None
         for job in jobs:
             job.running = True
             if job.pend_since is not None:
                 job.waited += now - job.pend_since
                 job.pend_since = None
             job.version += 1
-            self.running[job.queue][job.view.job_id] = job
-            self._track(job)
+            running[job.queue][job.jid] = job
+            if fifo and job.key[0] == 0:   # counted by its running part, else loose (as _insert keeps it)
+                loose.discard(job)
+            else:
+                loose.add(job)
             self._push_demotion(job, now)
 
     def _preempted(self, jobs: list[_Job], now: float) -> None:
@@ -285,8 +313,8 @@ class Tiresias(Policy):
             job.running = False
             job.pend_since = now
             job.version += 1
-            del self.running[job.queue][job.view.job_id]
-            self._track(job)
+            del self.running[job.queue][job.jid]
+            self.loose.discard(job)   # it runs no more
             if self.gittins is None and self.queue_order == "clustersim" or (
                     self.queue_order == "tiresias" and job.jumped != self.plan):
                 self._rekey(job, (1, self.front + i))
@@ -320,26 +348,36 @@ class Tiresias(Policy):
 
     def _level(self, job: _Job) -> int:
         """The queue of a job's service; a threshold less than a microsecond away counts as reached."""
-        return bisect_right(self.thresholds, job.service + job.demand[0] * EPS)
+        service = job.view.attained_service - job.offset   # job.service, inline: read at every demotion check
+        return bisect_right(self.thresholds, service + job.demand[0] * EPS)
 
     def _push_demotion(self, job: _Job, now: float) -> None:
-        if job.queue < len(self.thresholds) and job.demand[0] > 0:
-            t = now + max((self.thresholds[job.queue] - job.service) / job.demand[0], EPS)
-            heapq.heappush(self.demote_at, (t, self._count(), job, job.version))
+        g = job.demand[0]
+        if job.queue < len(self.thresholds) and g > 0:
+            service = job.view.attained_service - job.offset   # job.service, inline: read at every start
+            t = now + max((self.thresholds[job.queue] - service) / g, EPS)
+            self.seq += 1   # _count
+            heapq.heappush(self.demote_at, (t, self.seq, job, job.version))
 
     def _push_promotion(self, job: _Job, now: float) -> None:
-        ran = job.service / job.demand[0] if job.demand[0] > 0 else 0.0
-        if self.knob > 0 and job.queue > 0 and ran > 0:
-            t = now + max(self.knob * ran - job.waited, EPS)
-            heapq.heappush(self.promote_at, (t, self._count(), job, job.version))
+        if self.knob > 0 and job.queue > 0:
+            ran = job.service / job.demand[0] if job.demand[0] > 0 else 0.0
+            if ran > 0:
+                t = now + max(self.knob * ran - job.waited, EPS)
+                heapq.heappush(self.promote_at, (t, self._count(), job, job.version))
 
     def _next_jump(self, now: float) -> float | None:
-        soonest = None
-        for heap, want_running in ((self.demote_at, True), (self.promote_at, False)):
-            while heap and (heap[0][3] != heap[0][2].version or heap[0][2].running != want_running):
-                heapq.heappop(heap)
-            if heap and (soonest is None or heap[0][0] < soonest):
-                soonest = heap[0][0]
+        """Seconds to the soonest queue change still due (a demotion of a running job, a promotion
+        of a waiting one); entries a later change made stale are dropped on the way."""
+        heap = self.demote_at
+        while heap and (heap[0][3] != heap[0][2].version or not heap[0][2].running):
+            heapq.heappop(heap)
+        soonest = heap[0][0] if heap else None
+        heap = self.promote_at
+        while heap and (heap[0][3] != heap[0][2].version or heap[0][2].running):
+            heapq.heappop(heap)
+        if heap and (soonest is None or heap[0][0] < soonest):
+            soonest = heap[0][0]
         return None if soonest is None else max(soonest - now, 1e-6)
 
     # ------------------------------------------------------------------ queues
@@ -348,45 +386,57 @@ class Tiresias(Policy):
         return self.seq
 
     def _tail(self) -> tuple:
-        return (1, self._count())
+        self.seq += 1   # _count
+        return (1, self.seq)
 
     def _enqueue(self, job: _Job, q: int, key: tuple) -> None:
         if job.running:
-            self.running[q][job.view.job_id] = self.running[job.queue].pop(job.view.job_id)
+            self.running[q][job.jid] = self.running[job.queue].pop(job.jid)
         job.queue = q
         job.key = self._gittins_key(job) if self.gittins is not None else key
         self._insert(job)
 
     def _insert(self, job: _Job) -> None:
-        insort(self.queues[job.queue], job.entry())
+        """Put ``job`` in its queue by key. In a FIFO queue (keys (0, ..) first) count it in the running
+        part or in the part past it; keep ``loose``: the running jobs that no running part counts."""
+        q, key = job.queue, job.key
+        insort(self.queues[q], (key, job.index, job))
+        counted = False
         if self.gittins is None:
-            self._part(job, 1)
-        self._track(job)
-
-    def _track(self, job: _Job) -> None:
-        """Keep ``loose``: the running jobs that no running part counts."""
-        if job.running and not (self.gittins is None and job.key[0] == 0):
+            g, c, m = job.demand
+            if key[0] == 0:
+                counted = True
+                self.count0[q] += 1
+                total = self.sum0[q]
+                total[0] += g
+                total[1] += c
+                total[2] += m
+            else:
+                self.tail_sizes[q].add(g)
+        if job.running and not counted:
             self.loose.add(job)
         else:
             self.loose.discard(job)
 
     def _remove(self, job: _Job) -> None:
-        queue = self.queues[job.queue]
-        del queue[bisect_left(queue, (job.key, job.view.index))]
+        """Take ``job`` out of its queue, and out of its FIFO part's counts."""
+        q, key = job.queue, job.key
+        queue = self.queues[q]
+        del queue[bisect_left(queue, (key, job.index))]
         if self.gittins is None:
-            self._part(job, -1)
-
-    def _running_part(self, job: _Job, sign: int) -> None:
-        self.count0[job.queue] += sign
-        total = self.sum0[job.queue]
-        g, c, m = job.demand
-        total[0] += sign * g
-        total[1] += sign * c
-        total[2] += sign * m
+            g, c, m = job.demand
+            if key[0] == 0:
+                self.count0[q] -= 1
+                total = self.sum0[q]
+                total[0] -= g
+                total[1] -= c
+                total[2] -= m
+            else:
+                self.tail_sizes[q].remove(g)
 
     def _finish(self, job: _Job) -> None:
         self._remove(job)
-        self.running[job.queue].pop(job.view.job_id, None)
+        self.running[job.queue].pop(job.jid, None)
         self.loose.discard(job)
         self.gpu_sizes.remove(job.demand[0])
         job.version += 1
@@ -395,15 +445,6 @@ class Tiresias(Policy):
         self._remove(job)
         job.key = key
         self._insert(job)
-
-    def _part(self, job: _Job, sign: int) -> None:
-        """Count a FIFO queue's job in its running part or in the part past it."""
-        if job.key[0] == 0:
-            self._running_part(job, sign)
-        elif sign > 0:
-            self.tail_sizes[job.queue].add(job.demand[0])
-        else:
-            self.tail_sizes[job.queue].remove(job.demand[0])
 
     def _rerank_running(self) -> None:
         for job in [j for running in self.running for j in running.values()]:
@@ -414,8 +455,9 @@ class Tiresias(Policy):
     def _gittins_key(self, job: _Job) -> tuple:
         return (-self.gittins.index(job.service), job.view.submit_time)
 
-    def _rank(self, job: _Job) -> tuple:
-        return (job.queue, job.key, job.view.index)
+
+# a job's priority: its queue, then its key and trace index there (the queues' own order)
+_rank = attrgetter("queue", "key", "index")
 
 
 def _scan(entries: list, left: list[float], smallest: float, plan: int, admitted: list) -> bool:

@@ -3,12 +3,14 @@ full recomputation over every running job answered (the policies' outputs stay b
 
 import math
 import random
+from dataclasses import replace
 from types import SimpleNamespace
 
 import pytest
 
 from clustersim.policies.elastic_tiresias import ElasticTiresias, Planned, gpu_role
 from clustersim.policies.sidecar import SideCar, _Finishes, _Latest, _Running
+from clustersim.simulator.convergence import LossCurve
 from clustersim.simulator.engine import Engine, Observe
 from clustersim.simulator.job import nodes_of, task_counts
 from clustersim.simulator.overhead import ConstantOverhead
@@ -151,7 +153,12 @@ class CheckedSideCar(SideCar):
 
     def __init__(self, **params):
         super().__init__(**params)
-        self.checks = 0
+        self.checks = self.fits = 0
+
+    def fitted_total(self, jv):
+        total = super().fitted_total(jv)
+        self.fits += total is not None
+        return total
 
     def _full_order(self, view):
         return [jv.job_id for jv in sorted(view.running.values(), key=lambda j: j.index)
@@ -234,14 +241,18 @@ def test_sidecar_kept_state_matches_a_full_pass(seed):
         g = rng.choice([1, 2, 4, 8, 8, 12]) if i % 10 == 9 else rng.choice([1, 2, 4, 8])
         lo, hi = (None, None) if g == 12 else (1, 8)
         work = rng.uniform(100, 3000)
-        specs.append(gpu_job(f"j{i}", rng.uniform(0, 4000), g, work, work=work, min_gpus=lo, max_gpus=hi,
-                             model=rng.choice(["a", "b", None])))
+        spec = gpu_job(f"j{i}", rng.uniform(0, 4000), g, work, work=work, min_gpus=lo, max_gpus=hi,
+                       model=rng.choice(["a", "b", None]))
+        if i % 3 == 0:   # reports a noisy curve: undeclared, predicted by E7's fit, up or down
+            spec = replace(spec, curve=LossCurve((0.21, 1.07, 0.07), work / 24, 24, noise=0.05, seed=i))
+        specs.append(spec)
     pol = CheckedSideCar(container_init_s=20.0)
     rec = Engine(jobs(*sorted(specs, key=lambda s: s.submit_time)), cluster(nodes=2, gpus=8), pol,
                  speed=JobSpeed(), overhead=ConstantOverhead(start_s=5.0, rescale_s=10.0),
                  observe=Observe(declared_iterations=seed % 2 == 0)).run()
     assert rec.summary()["jobs_finished"] == 50
     assert pol.checks > 50 and pol.adds > 0 and pol.removes > 0
+    assert seed % 2 == 0 or pol.fits > 50   # undeclared runs predicted jobs by the fit
 
 
 @pytest.mark.parametrize("declared", [True, False])

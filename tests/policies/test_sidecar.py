@@ -3,6 +3,8 @@ state, and the baselines' rules."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from clustersim import policies
@@ -85,6 +87,17 @@ def test_termination_starts_small_and_adds_one_option_step_at_a_time():
                  speed=CountSpeed({1: 1.0, 2: 1.8, 4: 3.0, 8: 4.0}), overhead=pod, observe=DECLARED).run()
     steps = [(e["kind"], e["gpus_after"]) for e in rec.events().to_pylist() if e["kind"] != "finish"]
     assert steps == [("start", 1), ("scale_out", 2), ("scale_out", 4), ("scale_out", 8)]
+
+
+def test_termination_one_gpu_steps_read_one_by_one_literally():
+    """gpu_steps: each restart adds one GPU (§V-B "one by one"), 1 -> 2 -> ... -> 8, speeds
+    rising with every GPU (the largest option bounds the count)."""
+    pod = _overhead("pod_restart", **POD)
+    specs = jobs(gpu_job("a", 0, 4, 1.0, work=1e5, min_gpus=1, max_gpus=8))
+    rec = Engine(specs, cluster(nodes=1, gpus=8), policies.make("sidecar_termination", gpu_steps=True),
+                 speed=CountSpeed({n: n ** 0.7 for n in range(1, 9)}), overhead=pod, observe=DECLARED).run()
+    steps = [e["gpus_after"] for e in rec.events().to_pylist() if e["kind"] in ("start", "scale_out")]
+    assert steps == list(range(1, 9))
 
 
 def test_default_runs_jobs_static_and_out_of_order():
@@ -233,3 +246,76 @@ def test_fig8_counts_a_job_pending_until_its_container_is_launched(tmp_path, pol
     run.__dict__["jobs"] = pd.DataFrame({"submit_time": [900.0, 1000.0, 950.0, 990.0],
                                          "first_start": [1050.0, 1083.0, 1100.0, float("nan")]})
     assert _pending_at_last_arrival("x")({"x": run}) == pending
+
+
+def _curve_job(done: float, **kw):
+    """A job of 1,800 iterations that reports a noise-free curve l(k) = 1/(k + 1) every 100
+    iterations (Eq. 1 with b = (1, 1, 0)), declares none, with ``done`` iterations done."""
+    from clustersim.simulator.convergence import LossCurve
+    from clustersim.simulator.job import JobState
+    from clustersim.simulator.view import JobView, Observer
+
+    curve = LossCurve((1.0, 1.0, 0.0), iters_per_epoch=100.0, epochs=18, noise=0.0, threshold=0.01)
+    spec = gpu_job("a", 0, 2, 1.0, work=1800.0, model="resnet18", curve=curve, **kw)
+    state = JobState(spec)
+    state.progress = done
+    return JobView(state, Observer(), False)
+
+
+@pytest.mark.parametrize("name", ["sidecar", "sidecar_termination"])
+def test_e7_predicts_the_iterations_from_the_fitted_curve_by_hand(name):
+    """E7 (§III-C-1) on four reported points. At 430 iterations the job has reported the losses at
+    100, 200, 300, 400: 1/2, 1/3, 1/4, 1/5. The fit divides by the largest, 1/2: y = 2/(k + 1) =
+    1/(0.5 k + 0.5), which b2 = 0 (the first of the grid) fits exactly: b = (0.5, 0.5, 0), error 0.
+    The owner's rule: the drop of the curve over a point, over the first point's loss l(1) = 1,
+    below 1% for 5 points in a row. drop(k) = 2/k - 2/(k + 1) = 2/(k (k + 1)) < 0.01 first at
+    k = 14 (14 x 15 = 210 > 200; 13 x 14 = 182 is not); 5 points below: k = 14 + 5 - 1 = 18.
+    Predicted 18 x 100 = 1,800 iterations, 1,800 - 430 = 1,370 left (the truth: the curve's own)."""
+    pol = policies.make(name, undeclared_iterations=500.0)
+    pol.sizes = {}
+    jv = _curve_job(430.0)
+    assert len(jv.loss_observations) == 4
+    assert pol.fitted_total(jv) == pytest.approx(1800.0, rel=1e-9)
+    assert pol.remaining(jv) == pytest.approx(1370.0, rel=1e-9)
+
+
+def test_e7_falls_back_before_three_points_and_never_predicts_past_the_last_point():
+    """Two points (250 iterations): no fit (three coefficients need three points): the mean of the
+    model's finished jobs, 1,500 - 250 = 1,250, else undeclared_iterations, 500 - 250 = 250. At
+    1,850 iterations (18 points, the fit's 18 reached but the job still runs: its rule did not fire)
+    the job needs at least the next point: 19 x 100 - 1,850 = 50. Off (accuracy_fit false): the mean."""
+    pol = policies.make("sidecar", undeclared_iterations=500.0)
+    pol.sizes = {}
+    assert pol.fitted_total(_curve_job(250.0)) is None
+    assert pol.remaining(_curve_job(250.0)) == 250.0
+    pol.sizes = {"resnet18": [3000.0, 2], None: [3000.0, 2]}
+    assert pol.remaining(_curve_job(250.0)) == 1250.0
+    late = _curve_job(1850.0)
+    late._state.spec = replace(late._state.spec, total_work=4000.0)   # still running past the fit's end
+    assert len(late.loss_observations) == 18
+    assert pol.remaining(late) == pytest.approx(50.0, rel=1e-9)
+    off = policies.make("sidecar", accuracy_fit=False)
+    off.sizes = {"resnet18": [3000.0, 2], None: [3000.0, 2]}
+    assert off.remaining(_curve_job(430.0)) == 1500.0 - 430.0
+
+
+@pytest.mark.parametrize("cross_host", [True, False])
+def test_termination_restarts_a_job_on_another_host(cross_host):
+    """Two 4-GPU hosts, eight jobs at 0 s placed on the host with the most idle GPUs: the rigid
+    1-GPU r0, r2, r4, r6 on host 0, r1, r3, r5 and the elastic a (1-4 GPUs) on host 1, which is
+    then full. r0, r2, r4, r6 end first and leave host 0 idle. A termination step restarts a as a
+    new pod (§III-A), which may land on host 0 with its next option, 2 GPUs, and then grow there to 4;
+    kept on its own host, a stays at 1 GPU until r1, r3, r5 end."""
+    pod = _overhead("pod_restart", **POD)
+    rigid = [gpu_job(f"r{i}", 0, 1, 100.0 if i % 2 == 0 else 5e4) for i in range(7)]
+    specs = jobs(*rigid, gpu_job("a", 0, 1, 1.0, work=1e5, min_gpus=1, max_gpus=4))
+    rec = Engine(specs, cluster(nodes=2, gpus=4), policies.make("sidecar_termination", cross_host=cross_host),
+                 speed=CountSpeed({1: 1.0, 2: 1.8, 4: 3.0}), overhead=pod, observe=DECLARED).run()
+    steps = [(e["kind"], e["gpus_after"], e["time"]) for e in rec.events().to_pylist()
+             if e["job_id"] == "a" and e["kind"] != "finish"]
+    long_end = max(s.end_time for s in rec.states if s.spec.job_id in ("r1", "r3", "r5"))
+    if cross_host:
+        assert [k for k, n, _ in steps] == ["start", "scale_out", "scale_out"]
+        assert [n for _, n, _ in steps] == [1, 2, 4] and steps[1][2] < 1000 < long_end
+    else:
+        assert steps[0][:2] == ("start", 1) and all(t >= long_end for _, _, t in steps[1:])
