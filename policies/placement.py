@@ -61,12 +61,17 @@ def _fill(free: np.ndarray, role: RoleSpec, count: int, fit: np.ndarray, order: 
     return _take(free, role, {int(order[i]): int(t) for i, t in enumerate(take) if t > 0})
 
 
+_NEEDS: dict[RoleSpec, tuple] = {}   # role -> (resource index, amount) of what a task needs (first-fit)
+
+
 def _first_fit_role(free, role, count) -> dict[int, int] | None:
     """Nodes in index order, each filled as far as it goes: ``tasks_per_node``'s arithmetic, in
     plain Python on the rows of the nodes that may take a task. One numpy comparison finds those
     (a superset: every node whose first needed resource has room for a task, up to rounding);
     the exact test runs per node, so a decision on a big, busy cluster reads a few rows."""
-    need = [(k, x) for k, x in ((0, role.gpu), (1, role.cpu), (2, role.mem)) if x > 0]
+    need = _NEEDS.get(role)
+    if need is None:   # a run has few distinct roles (interned: simulator/workload.py): each worked out once
+        need = _NEEDS[role] = tuple((k, x) for k, x in ((0, role.gpu), (1, role.cpu), (2, role.mem)) if x > 0)
     if not need:   # a demand of nothing: every task fits on the first node
         return {0: count} if len(free) else None
     k0, x0 = need[0]

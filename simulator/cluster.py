@@ -119,7 +119,7 @@ class Cluster:
         self._is_up = [True] * len(caps)  # plain bools: take checks them per touched node
         self._total = self.total.tolist() # plain floats: free_gpus is read at every decision
         self._down = [0.0, 0.0, 0.0]      # capacity of the nodes that are down
-        self._demands: dict = {}          # a task's (GPU, cores, GB) -> its non-zero resources (take/release)
+        self._demands: dict = {}          # (role, CPU grant, memory grant) -> its non-zero resources (take/release)
 
     @property
     def free(self) -> np.ndarray:
@@ -207,14 +207,15 @@ class Cluster:
 
     def _held(self, spec: JobSpec, role: str, tasks) -> tuple:
         """(resource index, amount) of each resource a task of ``role`` holds under ``tasks``'
-        grants; few distinct demands exist in a run, so each is worked out once."""
+        grants; few distinct demands exist in a run, so each is worked out once, keyed by the
+        role and the grants (a role's hash is kept: simulator/job.py RoleSpec)."""
         r = spec.roles[0] if spec.roles else None
         if r is None or r.name != role:   # the first role (the common case) needs no search
             r = spec.role(role)
-        demand = task_demand(r, tasks)
-        held = self._demands.get(demand)
+        key = (r, getattr(tasks, "cpu", None), getattr(tasks, "mem", None))
+        held = self._demands.get(key)
         if held is None:
-            held = self._demands[demand] = tuple((k, x) for k, x in enumerate(demand) if x)
+            held = self._demands[key] = tuple((k, x) for k, x in enumerate(task_demand(r, tasks)) if x)
         return held
 
     def _snap_used(self) -> None:

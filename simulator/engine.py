@@ -42,6 +42,10 @@ from clustersim.simulator.usage import BoundUsage
 from clustersim.simulator.view import ClusterView, Decision, JobView, Observer, View, read_only
 
 URGENT, NORMAL = 0, 1   # priorities at one instant (the pending decision runs after both)
+# Enum members the per-job steps read, as module constants: on Python 3.11 reading one through its
+# class (``Change.START``) goes through EnumType's ``__getattr__`` hook, ~8x a global's cost
+_START, _RESUME, _MIGRATE, _RESIZE = Change.START, Change.RESUME, Change.MIGRATE, Change.RESIZE
+_RUNNING, _FINISHED = Status.RUNNING, Status.FINISHED
 
 
 class RunawayError(PolicyError):
@@ -435,22 +439,11 @@ class Engine:
         self._decision_at = None
         now = self.now
         self._slot_start = now
-        if self._lazy and not self.pending and self._done < len(self.jobs):
-            # the policy declared that it changes nothing and asks for nothing now (Policy.
-            # decides_only_when_waiting): no view, no call; it hears of jobs that finished
-            # meanwhile at its next decision (at the latest, the one after the last job ends).
-            # Only this instant's timeline row is written.
-            self._sample_usage()
-            return
-        if self._lazy_freed and self._only_arrivals and self._left_pending:
-            # the policy declared that jobs arriving behind one that waits change nothing
-            # (Policy.decides_only_when_freed): it hears of them at its next decision
-            self._sample_usage()
-            return
-        if (self._none_stopped and self._waiting_for is not None and self._done < len(self.jobs)
-                and self.cluster.free_gpus + EPS < self._waiting_for):
-            # the policy declared that it changes nothing with fewer GPUs free (Policy.
-            # waits_for_gpus): an end that freed too little for the job it waits for
+        if self._declared_no_op():
+            # the policy declared that this decision changes nothing and asks for nothing
+            # (policies/base.py): no view, no call; it hears of what happened meanwhile at its
+            # next decision (at the latest, the one after the last job ends). Only this
+            # instant's timeline row is written.
             self._sample_usage()
             return
         self._count()
@@ -472,6 +465,22 @@ class Engine:
             self._bar.update(min(round(now), self._bar.total) - self._bar.n)
         if decision.wakeup is not None:
             self._schedule_wakeup(decision.wakeup, changed)
+
+    def _declared_no_op(self) -> bool:
+        """Whether the policy declared the decision due now a no-op (policies/base.py), one of:
+        nothing is pending (``decides_only_when_waiting``), while jobs remain to end; its last
+        decision left jobs pending and only arrivals asked for one since (``decides_only_when_freed``:
+        they join behind a job that did not fit); fewer GPUs are free (by more than the cluster's
+        ``EPS``) than it declared it waits for and no job stopped and no node changed since its
+        last decision (``waits_for_gpus``: an end that freed too little), while jobs remain to end."""
+        if self._only_arrivals and self._left_pending and self._lazy_freed:
+            return True
+        if self._done == len(self.jobs):
+            return False
+        if self._lazy and not self.pending:
+            return True
+        waiting = self._waiting_for
+        return waiting is not None and self._none_stopped and self.cluster.free_gpus + EPS < waiting
 
     def _active(self, job_id: str) -> bool:
         return job_id in self.pending or job_id in self.running
@@ -552,15 +561,15 @@ class Engine:
         held = alloc_gpus(st.spec, st.allocation) if st.allocation else 0.0
         lingering = st.gpus - held if st.allocation else 0.0   # tasks a graceful scale-in still holds
         st.allocation = new
-        if change is Change.START or change is Change.RESUME:
-            st.status = Status.RUNNING
+        if change is _START or change is _RESUME:
+            st.status = _RUNNING
             st.waited += now - st.pending_since
             if st.first_start is None:
                 st.first_start = now
             self.running[job_id] = self.pending.pop(job_id)
-        elif change is Change.MIGRATE:
+        elif change is _MIGRATE:
             st.migrations += 1
-        elif change is Change.RESIZE:
+        elif change is _RESIZE:
             st.resizes += 1
         else:
             st.rescales += 1
@@ -597,7 +606,7 @@ class Engine:
         was_moving = st.rate > 0
         self.progress.finish(st, now)
         self._hold_nothing(st, was_moving)
-        st.status, st.end_time = Status.FINISHED, now
+        st.status, st.end_time = _FINISHED, now
         self._done += 1
         view = self.running.pop(st.spec.job_id)
         self._finished.append(view)

@@ -114,7 +114,10 @@ class JobSpec:
     @property
     def num_gpus(self) -> float:
         """GPUs at the requested allocation."""
-        return sum(r.count * r.gpu for r in self.roles)
+        roles = self.roles
+        if len(roles) == 1:   # the common case, without a generator: ``sum``'s own arithmetic (0 + x)
+            return 0 + roles[0].count * roles[0].gpu
+        return sum(r.count * r.gpu for r in roles)
 
     @property
     def rigid(self) -> bool:

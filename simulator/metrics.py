@@ -38,7 +38,6 @@ _NP = {name: {"d": np.float64, "i": np.int32, "b": np.int8}[code] for name, code
 _STATUSES = tuple(Status)
 _STATUS_CODE = {s: i for i, s in enumerate(_STATUSES)}
 _STOPS = (None, *StopReason)
-_STOP_CODE = {s: i for i, s in enumerate(_STOPS)}
 _NO_TALLY = Tally()   # a job that never stopped or reshaped: its counts and costs, all zero (never written)
 _NULLABLE = ("first_start", "end_time")
 
@@ -208,15 +207,39 @@ class Recorder:
 
     def event(self, now: float, st: JobState, kind: str, lost: float, gpus_before: float | None = None,
               gpus_after: float | None = None) -> None:
+        """Record a change of job ``st`` (its state already changed): the event's row, and the job's
+        GPU-seconds per GPU type (its last allocation closed at ``now``, its new one opened)."""
         time, job, kinds, before, after, overhead_s = self._append_event
+        spec = st.spec
         time(now)
-        job(st.spec)
+        job(spec)
         code = self._kind_code.get(kind)
         kinds(self._new_kind(kind) if code is None else code)
-        before(st.gpus if gpus_before is None else gpus_before)
-        after(st.gpus if gpus_after is None else gpus_after)
+        gpus = st.gpus
+        before(gpus if gpus_before is None else gpus_before)
+        after(gpus if gpus_after is None else gpus_after)
         overhead_s(lost)
-        self._typed_segment(now, st, kind)
+        # GPU-seconds per GPU type, in the event's step (one per change: a call fewer each)
+        job_id = spec.job_id
+        last = self._seg.pop(job_id, None)
+        if last is not None:
+            since, held = last
+            by_type = self._by_type
+            for t, g in held.items():
+                acc = by_type.get(t)
+                if acc is None:
+                    acc = by_type[t] = {}
+                acc[job_id] = acc.get(job_id, 0.0) + g * (now - since)
+        alloc = st.allocation
+        if kind != "finish" and alloc:
+            held, types, roles = {}, self.cluster.gpu_type, spec.roles
+            for name, nodes in alloc.items():
+                r = roles[0]
+                g = (r if r.name == name else spec.role(name)).gpu   # the first role needs no search
+                for node, count in nodes.items():
+                    t = types[node]
+                    held[t] = held.get(t, 0.0) + g * count
+            self._seg[job_id] = (now, held)
 
     def _new_kind(self, kind: str) -> int:
         code = self._kind_code[kind] = len(self._kinds)   # a handful of kinds: 256 is far off
@@ -233,26 +256,6 @@ class Recorder:
         the job trains again, after the event was recorded at the decision."""
         self._events["overhead_s"][row] = seconds
 
-    def _typed_segment(self, now: float, st: JobState, kind: str) -> None:
-        """GPU-seconds per GPU type: close the job's last allocation at ``now``, open its new one."""
-        job = st.spec.job_id
-        last = self._seg.pop(job, None)
-        if last is not None:
-            since, held = last
-            for t, g in held.items():
-                acc = self._by_type.get(t)
-                if acc is None:
-                    acc = self._by_type[t] = {}
-                acc[job] = acc.get(job, 0.0) + g * (now - since)
-        if kind != "finish" and st.allocation:
-            held, types, role = {}, self.cluster.gpu_type, st.spec.role
-            for name, nodes in st.allocation.items():
-                g = role(name).gpu
-                for node, count in nodes.items():
-                    t = types[node]
-                    held[t] = held.get(t, 0.0) + g * count
-            self._seg[job] = (now, held)
-
     def node(self, now: float, node: int, up: bool) -> None:
         self._nodes["time"].append(now)
         self._nodes["node"].append(node)
@@ -266,13 +269,18 @@ class Recorder:
         self._written += 1
         if row >= len(self._cols["status"]):
             self._grow(row + 1)
-        status = _STATUS_CODE[st.status]
         tally = st.tally or _NO_TALLY   # read once: JobState's forwarding properties cost a call each
-        for col, value in zip(self._row_cols, (
-                st.progress, st.service, _or_nan(st.first_start), _or_nan(st.end_time), tally.overhead_s,
-                tally.overhead_gpu_s, st.waited, tally.preemptions, tally.rescales, tally.migrations, tally.resizes,
-                tally.failures, status, _STOP_CODE[st.stop_reason])):
-            col[row] = value
+        # one store per column, in _COLUMNS' order, written out: a loop over (column, value) pairs
+        # costs a tuple, a zip and an iteration per job (a million-job run ends a million)
+        (progress, service, first_start, end_time, overhead_s, overhead_gpu_s, waited, preemptions, rescales,
+         migrations, resizes, failures, status, stop_reason) = self._row_cols
+        progress[row], service[row], waited[row] = st.progress, st.service, st.waited
+        first_start[row], end_time[row] = _or_nan(st.first_start), _or_nan(st.end_time)
+        overhead_s[row], overhead_gpu_s[row] = tally.overhead_s, tally.overhead_gpu_s
+        preemptions[row], rescales[row], migrations[row] = tally.preemptions, tally.rescales, tally.migrations
+        resizes[row], failures[row] = tally.resizes, tally.failures
+        # codes by position in _STATUSES and _STOPS (as _STATUS_CODE gives them): an Enum's hash is a Python call
+        status[row], stop_reason[row] = _STATUSES.index(st.status), _STOPS.index(st.stop_reason)
         if st.fault is not None or st.ckpt_next is not None:
             self._faults[row] = (st.fault, st.ckpt_next)
         job = st.spec.job_id

@@ -54,6 +54,18 @@ class Transition:
 
 FREE = Transition()
 STOPS = (Change.STOP, Change.FAIL)
+# read at every start as module constants (through the class each costs EnumType's ``__getattr__`` hook)
+_START, _RESUME = Change.START, Change.RESUME
+_PAUSES: dict[float, Transition] = {}   # pause_s -> its Transition (see ``pause``)
+
+
+def pause(seconds: float) -> Transition:
+    """``Transition(pause_s=seconds)``, made once per value: transitions are immutable, and a
+    constant model asks for the same few at every start (a replay starts every job)."""
+    tr = _PAUSES.get(seconds)
+    if tr is None:
+        tr = _PAUSES[seconds] = Transition(pause_s=seconds)
+    return tr
 
 
 class OverheadModel(Protocol):
@@ -81,15 +93,15 @@ class ConstantOverhead:
     pause_s: NonNegative = 0.0
 
     def transition(self, spec: JobSpec, change: Change, old: Allocation, new: Allocation) -> Transition:
-        if change is Change.START:
-            return Transition(pause_s=self.start_s)
-        if change is Change.RESUME:
-            return Transition(pause_s=self.resume_s)
+        if change is _START:
+            return pause(self.start_s)
+        if change is _RESUME:
+            return pause(self.resume_s)
         if change in STOPS:
             return FREE
         if self.stop_free:
             return Transition(prepare_s=self.rescale_s, pause_s=self.pause_s)
-        return Transition(pause_s=self.rescale_s)
+        return pause(self.rescale_s)
 
 
 @dataclass(frozen=True, slots=True)

@@ -24,6 +24,11 @@ from clustersim.simulator.job import EMPTY, Allocation, JobSpec, JobState, Tasks
 from clustersim.simulator.overhead import FREE, STOPS, Change, OverheadModel, Transition
 
 
+# read as module constants: through the class (``Change.START``) each costs EnumType's ``__getattr__``
+# hook on Python 3.11, and every start and stop is classified
+_START, _RESUME, _STOP = Change.START, Change.RESUME, Change.STOP
+
+
 class JobChange(NamedTuple):
     """One job's change of allocation, its resources already moved in the cluster."""
 
@@ -139,9 +144,9 @@ def classify(st: JobState, new: Allocation) -> Change:
     """The kind of change from the job's allocation to ``new``."""
     old = st.allocation
     if not new:
-        return Change.STOP
+        return _STOP
     if not old:
-        return Change.RESUME if st.first_start is not None else Change.START
+        return _RESUME if st.first_start is not None else _START
     a, b = task_counts(old), task_counts(new)
     if a == b:
         same_nodes = all(dict(old[r]) == dict(new.get(r, {})) for r in old)

@@ -26,6 +26,20 @@ def lost_by_running_workers(tr: Transition, old_rate: float, new_rate: float) ->
     return tr.pause_s * old_rate + tr.prepare_s * (old_rate - min(old_rate, new_rate))
 
 
+def test_constant_overhead_charges_each_kind_of_change_its_own_cost_every_time():
+    spec = gpu_job("j", 0.0, 2, 100.0, min_gpus=1, max_gpus=4)
+    one, two = {"worker": {0: 1}}, {"worker": {0: 2}}
+    m = ConstantOverhead(start_s=3.0, resume_s=5.0, rescale_s=7.0)
+    for _ in range(2):   # the second start costs what the first did (pause-only transitions are shared)
+        assert m.transition(spec, Change.START, {}, two) == Transition(pause_s=3.0)
+        assert m.transition(spec, Change.RESUME, {}, two) == Transition(pause_s=5.0)
+        assert m.transition(spec, Change.SCALE_OUT, one, two) == Transition(pause_s=7.0)
+        assert m.transition(spec, Change.STOP, two, {}) == Transition()
+    free = ConstantOverhead(rescale_s=7.0, stop_free=True, pause_s=0.5)
+    assert free.transition(spec, Change.SCALE_IN, two, one) == Transition(prepare_s=7.0, pause_s=0.5)
+    assert ConstantOverhead().transition(spec, Change.START, {}, two) == Transition()   # the default replay
+
+
 @pytest.mark.parametrize("name", ZOO.names())
 def test_stop_free_scale_out_costs_running_workers_less_than_stop_resume(name):
     prof = ZOO.profile(name)
