@@ -4,6 +4,8 @@ rate within the horizon and use the CPU it grants better."""
 
 from __future__ import annotations
 
+import pytest
+
 from clustersim.dlrm_report import compare, relative
 
 JOBS = 40
@@ -89,9 +91,10 @@ def test_fig7_job_runs_the_papers_length_and_dlrover_starts_warm_from_its_cold_r
     cold = json.loads(cold.read_text())
     # cold: 180 s of sampling at one worker, then the first plan's seamless migration (300 s + 180 s)
     # cost it 8.7 minutes; warm, the history's row is the configuration the cold run ended with,
-    # Table 2's, and the job runs there from its start, as the tuned static job does
+    # Table 2's, and the job runs there from its start, as the tuned static job does, after its master
+    # pod's 20 s ([D] §3, §6.3): 1,641.5 + 20 = 1,661.5 s = 27.69 min, +1.2 % (paper 27.74 min, +1.4 %)
     assert cold["jct_mean"] > tuned["jct_mean"] + 480.0
-    assert abs(warm["jct_mean"] - tuned["jct_mean"]) < 1.0
+    assert warm["jct_mean"] - tuned["jct_mean"] == pytest.approx(20.0, abs=1.0)
     assert rep.measure_warm((*rep._alone("wide_deep", dlrover=True), "policy=dlrover"), 0, tmp_path) == warm   # cached
 
 

@@ -437,6 +437,28 @@ def test_a_failed_job_restarts_first_at_its_last_configuration():
     assert list(d.allocations)[0] == "f"
 
 
+def test_a_new_jobs_tasks_wait_for_its_master_pod_a_restart_does_not():
+    """[D] §3: the job's master pod starts first and has the PS and workers launched; a pod launch
+    takes about 20 s ([D] §6.3). A job arriving at 100 s: nothing at 100 s, a wake-up at 120 s, its
+    tasks at 120 s. A job that ran (its master is up) restarts at once."""
+    pol = DLRover()
+    cl = big_cluster()
+    pol.reset(make_view(0.0, cl))
+    st = JobState(ps_job("n", 0, submit=100.0))
+    view = make_view(100.0, cl, pending=[st])
+    view.arrived = (view.pending["n"],)
+    d = pol.decide(view)
+    assert "n" not in d.allocations and d.wakeup == pytest.approx(20.0)
+    d = pol.decide(make_view(120.0, cl, pending=[st]))
+    assert "n" in d.allocations
+    ran = DLRover()
+    ran.reset(make_view(0.0, cl))
+    ran.tracks["f"] = Track(config=Config(6, 2, 4.0, 16.0, 8.0, 8.0), last_change=0.0)
+    ran.order["f"] = 0
+    st_f = JobState(ps_job("f", 0, submit=100.0), status=Status.PENDING, first_start=100.0, stop_reason=StopReason.NODE_DOWN)
+    assert "f" in ran.decide(make_view(105.0, cl, pending=[st_f], stopped=[st_f])).allocations
+
+
 # ---------------------------------------------------------------------------- the history across runs
 def test_history_persists_and_a_second_run_starts_warm(tmp_path):
     from clustersim.experiment import build_engine, compose
