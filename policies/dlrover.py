@@ -261,7 +261,9 @@ class DLRover(Policy):
 
     def _admit(self, view: View, free: np.ndarray, decision: Decision) -> None:
         self._start_pending(view, free, decision)
-        if self.queue and self._preempt_overflow(view, free, decision):
+        # a job still waiting for its master pod is not one that does not fit
+        if any(self._master_ready(j) <= view.now + 1e-9 for j in self.queue.values()) \
+                and self._preempt_overflow(view, free, decision):
             self._start_pending(view, free, decision)
 
     def _start_pending(self, view: View, free: np.ndarray, decision: Decision) -> None:

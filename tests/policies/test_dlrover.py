@@ -419,6 +419,28 @@ def test_overflow_workers_go_when_a_pending_job_does_not_fit():
     assert "n" in d.allocations and pol.tracks["n"].config.cpu == 48.0   # at its request
 
 
+def test_a_job_waiting_for_its_master_pod_takes_no_overflow_workers():
+    """The state above, the new job arriving at 500 s: until its master pod is up (520 s) it is not
+    a job that does not fit, and the running job keeps its 2 overflow workers; at 520 s they go."""
+    pol = DLRover(cold_ps=1)
+    cl = Cluster([NodeGroup(4, 0, 64, 192)])
+    spec = ps_job("r", 0)
+    alloc = {"ps": Tasks({0: 2}, cpu=16.0, mem=8.0), "worker": Tasks({0: 1, 1: 3, 2: 3, 3: 3}, cpu=20.0, mem=8.0)}
+    st = JobState(spec, status=Status.RUNNING, allocation=alloc, progress=1000.0, since=0.0, first_start=0.0)
+    cl.take(spec, alloc, "test")
+    pol.reset(make_view(0.0, cl))
+    pol.tracks["r"] = Track(config=Config(10, 2, 20.0, 16.0, 8.0, 8.0), last_change=0.0, overflow=2)
+    pol.order["r"] = 0
+    pol.next_round = 10_000.0
+    new = JobState(ps_job("n", 1, model="dcn", user="x", table="x/t", submit=500.0))
+    view = make_view(500.0, cl, running=[st], pending=[new])
+    view.arrived = (view.pending["n"],)
+    d = pol.decide(view)
+    assert not d.allocations and pol.tracks["r"].overflow == 2
+    d = pol.decide(make_view(520.0, cl, running=[st], pending=[new]))
+    assert sum(d.allocations["r"]["worker"].values()) == 8 and "n" in d.allocations
+
+
 def test_a_failed_job_restarts_first_at_its_last_configuration():
     pol = DLRover()
     cl = Cluster([NodeGroup(2, 0, 64, 192)])
