@@ -20,13 +20,9 @@ def test_dlrover_beats_manual_configuration(tmp_path):
     # not the median JCT: 40 jobs do not contend for the 90 servers (the queueing that makes the
     # gain is absent), and the finished jobs' JCTs are bimodal (W&D/DeepFM ~15 min, xDeepFM/DCN ~70),
     # so the median lands in either mode with who finished by the horizon (the full-size contended
-    # case `median_jct_vs_manual` checks it). Nor finished / submitted: within 9,000 s it is decided
-    # by the jobs the horizon cuts (seed 0: 32 and 33 of 40; an xDeepFM job submitted at 4,526 s and
-    # a W&D one at 8,026 s end past it once DLRover's jobs wait 20 s for their master pod). The
-    # owners' under-provisioned jobs OOM at every attempt ([D] §2), DLRover's memory follows use: no
-    # OOM, and more completions as the draft counts them (each failed attempt a job not completed)
-    assert d["oom_job_rate"] == 0.0 < m["oom_job_rate"]
-    assert d["completion_rate_paper"] > m["completion_rate_paper"] and d["completion_rate"] > 0.5
+    # case `median_jct_vs_manual` checks it). Within the horizon DLRover completes more: the owners'
+    # under-provisioned jobs OOM at every attempt ([D] §2), DLRover's memory follows use
+    assert d["completion_rate"] > m["completion_rate"] and d["completion_rate"] > 0.5
     rel = relative(d, m)
     assert rel["worker_cpu_util"] > 0 and rel["ps_cpu_util"] > 0
     assert (tmp_path / "history.sqlite").exists()    # the finished jobs went into the job history
