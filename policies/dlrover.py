@@ -121,7 +121,7 @@ class DLRover(Policy):
                  shard_batches: Annotated[list[Annotated[int, Range(ge=1)]], Length(1, 16)] = SHARD_BATCHES,
                  straggler: Literal["shards", "replace"] = "shards",
                  idle_ps: bool = True, idle_ps_max_workers: Annotated[int, Range(ge=1, le=100_000)] | None = None,
-                 overflow: bool = True,
+                 overflow: bool = True, master_launch_s: NonNegative = 20.0,
                  placement: PlacementAnyCluster = "spread"):
         self.history_path = None if history is None else (default_path() if history == "cache" else history)
         self.history_run = history_run
@@ -139,6 +139,9 @@ class DLRover(Policy):
         self.straggler = straggler
         self.idle_ps, self.overflow = idle_ps, overflow
         self.idle_ps_max_workers = math.inf if idle_ps_max_workers is None else int(idle_ps_max_workers)
+        # a new job's master pod is launched before its PS and workers ([D] §3, Fig. 5), a pod launch
+        # taking about 20 s ([D] §6.3): the job's tasks are placed no earlier than that after its arrival
+        self.master_launch_s = float(master_launch_s)
         self.placement = placement
         self.place = strategy(placement)
         self.history: History | None = None
@@ -191,7 +194,20 @@ class DLRover(Policy):
             decision.wakeup = max(self.next_round - view.now, 1e-3)
             if any(tr.slow and tr.slow[-1][1] == math.inf and tr.slow[-1][2] == "worker" for tr in self.tracks.values()):
                 decision.wakeup = min(decision.wakeup, HEARTBEAT_S)   # a straggler is watched between rounds
+            masters = [self._master_ready(j) - view.now for j in self.queue.values() if self._master_ready(j) > view.now]
+            if masters:
+                decision.wakeup = min(decision.wakeup, max(min(masters), 1e-3))
         return decision
+
+    def _master_ready(self, job: JobView) -> float:
+        """When a PS job's master pod is up and its tasks can be launched: ``master_launch_s`` after
+        its arrival ([D] §3: the ElasticJob operator starts the job's master pod, which asks the Brain
+        for the initial plan and then has the PS and worker pods launched); a job that ran keeps its
+        master (a restart is not delayed), and other jobs start at their request, as they came."""
+        tr = self.tracks.get(job.job_id)
+        if tr is None or tr.config is not None:
+            return -math.inf
+        return job.submit_time + self.master_launch_s
 
     # ------------------------------------------------------------------ stage 1: starting jobs
     def initial_config(self, job: JobView) -> Config:
@@ -245,12 +261,16 @@ class DLRover(Policy):
 
     def _admit(self, view: View, free: np.ndarray, decision: Decision) -> None:
         self._start_pending(view, free, decision)
-        if self.queue and self._preempt_overflow(view, free, decision):
+        # a job still waiting for its master pod is not one that does not fit
+        if any(self._master_ready(j) <= view.now + 1e-9 for j in self.queue.values()) \
+                and self._preempt_overflow(view, free, decision):
             self._start_pending(view, free, decision)
 
     def _start_pending(self, view: View, free: np.ndarray, decision: Decision) -> None:
         for jid, job in list(self.queue.items()):
             if is_ps_job(job):
+                if self._master_ready(job) > view.now + 1e-9:
+                    continue
                 tr = self.tracks.setdefault(jid, Track())
                 if tr.config is None and tr.start is None:
                     tr.start = self.initial_config(job)

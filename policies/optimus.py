@@ -47,6 +47,8 @@ from clustersim.simulator.speed import OptimusSpeed
 PRERUN = ((1, 1), (1, 4), (4, 4), (4, 10), (10, 10))
 # one pre-run configuration: [PS, workers], each 1 to 1,024 tasks (choice: a bound on what a pre-run launches)
 PrerunPair = Annotated[list[Annotated[int, Range(ge=1, le=1024)]], Length(2, 2)]
+# one model's growth step: [PS, workers] added at once, 1 to 1,024 each (the same bound)
+StepPair = PrerunPair
 # Placement gives a job up once its candidate servers hold this many times what it needs in
 # every resource and still cannot host it evenly (fragmentation): it bounds a round's cost.
 GIVE_UP = 8.0
@@ -105,17 +107,25 @@ class Plan:
     Algorithm 1 runs, the job's (p, w), remaining time ``t`` and per-role constants live in
     slots (the hot loop reads no dicts); ``counts`` is written back at the end."""
 
-    __slots__ = ("job", "counts", "est", "ps", "worker", "t", "seq", "p", "w", "ups", "wup", "nxt", "cpu", "cap")
+    __slots__ = ("job", "counts", "est", "ps", "worker", "t", "seq", "p", "w", "ups", "wup", "nxt", "cpu", "cap",
+                 "step", "take")
 
-    def __init__(self, job: JobView, est: Estimate | None, seq: int):
+    def __init__(self, job: JobView, est: Estimate | None, seq: int, step: tuple[int, int] | None = None,
+                 start: dict[str, int] | None = None):
+        """``step``: (PS, workers) added at once, one role a round, from ``start`` (the counts the
+        job runs at; None: its gang minimum), as DLRover §6.3 runs Optimus; None: Algorithm 1."""
         self.job, self.est, self.seq = job, est, seq
         self.counts = {r.name: r.min_count for r in job.roles}
+        if start:
+            self.counts.update((r, n) for r, n in start.items() if r in self.counts)
         self.ps, self.worker = shape(job)
         self.t = None
         self.ups = self.wup = None   # (divisor, demand, cap) of the PS / worker role, None: not grown
-        self.nxt = None              # remaining time after the task the job is queued for
-        self.cpu = sum(r.min_count * r.demand[1] for r in job.roles)   # cores the job's counts hold
+        self.nxt = None              # remaining time after the task(s) the job is queued for
+        self.cpu = sum(self.counts[r.name] * r.demand[1] for r in job.roles)   # cores the job's counts hold
         self.cap = math.inf          # cores the job may hold (``job_cpu_cap``)
+        self.step = step
+        self.take = 1                # tasks the queued heap entry adds
 
     def pw(self, counts=None) -> tuple[int, int]:
         c = self.counts if counts is None else counts
@@ -135,7 +145,9 @@ def allocate(plans: list[Plan], capacity, *, divisor: str = "share", on_no_fit: 
     (note §6 #12); then the task of largest Eq. 9 gain, while gains are positive. A task that
     no longer fits ends the loop (``stop``, the paper's "until some resource ... is used up")
     or only that role of that job (``skip``). No job grows beyond ``job_cpu_cap`` cores (the
-    per-job quota of DLRover §6.1, under which DLRover §6.3 runs Optimus).
+    per-job quota of DLRover §6.1, under which DLRover §6.3 runs Optimus). A plan with a
+    ``step`` starts at its own counts (not the minimum) and takes at most one entry: its step of
+    the role of larger gain (``_next_step``).
 
     Cost: each added task evaluates the job's remaining time at its two next settings (the time
     at the setting it moves to was computed when it was queued) and one heap operation
@@ -147,7 +159,7 @@ def allocate(plans: list[Plan], capacity, *, divisor: str = "share", on_no_fit: 
         need = [0.0, 0.0, 0.0]
         for r in plan.job.roles:
             for k in range(3):
-                need[k] += r.min_count * r.demand[k]
+                need[k] += plan.counts[r.name] * r.demand[k]
         if all(n <= x for n, x in zip(need, left)):
             for k in range(3):
                 left[k] -= need[k]
@@ -183,7 +195,8 @@ def allocate(plans: list[Plan], capacity, *, divisor: str = "share", on_no_fit: 
         if g >= 0:
             break
         d = (plan.ups if is_ps else plan.wup)[1]
-        if not (d[0] <= l0 and d[1] <= l1 and d[2] <= l2):
+        n = plan.take
+        if not (n * d[0] <= l0 and n * d[1] <= l1 and n * d[2] <= l2):
             if on_no_fit == "stop":
                 break
             if is_ps:   # that role of that job is blocked for the rest of the round
@@ -191,15 +204,17 @@ def allocate(plans: list[Plan], capacity, *, divisor: str = "share", on_no_fit: 
             else:
                 plan.wup = None
         else:
-            l0 -= d[0]
-            l1 -= d[1]
-            l2 -= d[2]
+            l0 -= n * d[0]
+            l1 -= n * d[1]
+            l2 -= n * d[2]
             if is_ps:
-                plan.p += 1
+                plan.p += n
             else:
-                plan.w += 1
-            plan.cpu += d[1]
+                plan.w += n
+            plan.cpu += n * d[1]
             plan.t = plan.nxt
+            if plan.step is not None:   # one step of one role a round (DLRover §6.3)
+                plan.ups = plan.wup = None
         item = _next(plan)
         if item is None:
             heapq.heappop(heap)
@@ -216,6 +231,8 @@ def allocate(plans: list[Plan], capacity, *, divisor: str = "share", on_no_fit: 
 def _next(plan: Plan):
     """The job's heap entry for its best next task (Eq. 9: the larger of the PS and the worker
     gain, each per unit of the task's dominant share; PS on ties, note §6 #10), or None."""
+    if plan.step is not None:
+        return _next_step(plan)
     t, p, w, est = plan.t, plan.p, plan.w, plan.est
     q, rate = est.q, est.rate   # Estimate.time inlined: Q / f (Eq. 6)
     best = tn = None
@@ -236,6 +253,35 @@ def _next(plan: Plan):
         return None
     plan.nxt = tn
     return (-best, plan.job.submit_time, plan.seq, plan, is_ps)
+
+
+def _next_step(plan: Plan):
+    """The heap entry of a plan with a growth step (DLRover §6.3: Optimus adds "2 PS and 4
+    workers for Wide & Deep jobs and 1 PS and 1 worker for xDeepFM jobs" where the original
+    "only adds one worker or PS each time"): the step of PS or the step of workers, whichever
+    has the larger Eq. 9 gain per unit of the step's dominant share (PS on ties), or None. A
+    step that would pass the role's bound or the job's CPU quota adds the tasks that fit (a
+    choice: else a job 3 cores under its quota, or one PS under its bound, stops short of it)."""
+    best = None
+    for is_ps, u, size in ((True, plan.ups, plan.step[0]), (False, plan.wup, plan.step[1])):
+        if u is None:
+            continue
+        have = plan.p if is_ps else plan.w
+        cores = u[1][1]
+        n = min(size, u[2] - have)
+        if cores > 0 and plan.cap != math.inf:
+            n = min(n, int((plan.cap - plan.cpu + 1e-9) // cores))
+        if n < 1:
+            continue
+        f = plan.est.rate(plan.p + n, plan.w) if is_ps else plan.est.rate(plan.p, plan.w + n)
+        after = plan.est.q / f if f > 0 else math.inf
+        gain = _gain(plan.t, after, n * u[0])
+        if best is None or gain > best[0]:
+            best = (gain, after, is_ps, n)
+    if best is None:
+        return None
+    gain, plan.nxt, is_ps, plan.take = best
+    return (-gain, plan.job.submit_time, plan.seq, plan, is_ps)
 
 
 def _gain(t: float, after: float, unit: float) -> float:
@@ -457,7 +503,8 @@ class Optimus(Policy):
                  prediction_error: Fraction = 0.0, error_on: Literal["both", "convergence", "speed"] = "both",
                  speed_error: Fraction | None = None, seed: Count = 0, job_cpu_cap: Positive | None = None,
                  placement: Literal["theorem1", "first_fit", "best_fit", "consolidate", "spread", "align",
-                                    "most_free"] = "theorem1"):
+                                    "most_free"] = "theorem1", steps: dict[str, StepPair] | None = None,
+                 mode: Literal["name", "async", "sync"] = "name"):
         self.interval, self.event_driven = float(interval), event_driven
         self.threshold = None if threshold is None else float(threshold)   # None: each job owner's (§3.1)
         self.relative, self.patience = relative, int(patience)
@@ -472,6 +519,9 @@ class Optimus(Policy):
         self.speed_error = self.error if speed_error is None else float(speed_error)
         self.placement = placement   # Fig. 18's ablations: another policy's placement for Algorithm 1's counts
         self.job_cpu_cap = math.inf if job_cpu_cap is None else float(job_cpu_cap)   # None: Optimus has no quota
+        # per model, [PS, workers] added at once, one role a round (DLRover §6.3's Optimus); None: Algorithm 1
+        self.steps = {m: (int(a), int(b)) for m, (a, b) in (steps or {}).items()}
+        self.mode = mode   # a PS job's training mode: from its model name (job_mode), or every job's
 
     def reset(self, view: View) -> None:
         self.active: dict[str, JobView] = {}
@@ -511,11 +561,19 @@ class Optimus(Policy):
         eligible.sort(key=arrival)
         capacity = view.cluster.up_capacity()
         self._node_size = _server_sizes(view.cluster.capacity)
-        plans = [Plan(j, self.estimate(j, view) if any(r.elastic for r in j.roles) else None, n)
-                 for n, j in enumerate(eligible)]
+        plans = [self._plan(j, view, n) for n, j in enumerate(eligible)]
         got = allocate(plans, capacity, divisor=self.divisor, on_no_fit=self.on_no_fit, max_tasks=self.max_tasks,
                        job_cpu_cap=self.job_cpu_cap)
         return self.place_all(view, got)
+
+    def _plan(self, job: JobView, view: View, seq: int) -> Plan:
+        """The job's place in Algorithm 1; with a growth step for its model (``steps``) it
+        grows from the counts it runs at, one step a round."""
+        est = self.estimate(job, view) if any(r.elastic for r in job.roles) else None
+        step = self.steps.get(job.model or "")
+        if step is None or est is None:
+            return Plan(job, est, seq)
+        return Plan(job, est, seq, step, task_counts(job.allocation) if job.allocation else None)
 
     def place_all(self, view: View, plans: list[Plan]) -> dict:
         """Theorem 1 placement of the planned counts, smallest job first (p + w, note §6 #16).
@@ -596,12 +654,15 @@ class Optimus(Policy):
     def remaining(self, job: JobView) -> float:
         """Q_j in iterations: the fitted curve's epochs left (§3.1, §4.1) times the epoch length,
         less the part of the current epoch done; ``prior_epochs`` before 3 epochs are seen ([C]
-        estimator: +20 epochs when the fit fails). Without any loss reports (a job whose owner
-        gives none), the iterations done so far, at least one epoch's worth of the prior."""
+        estimator: +20 epochs when the fit fails). A job without loss reports that declares its
+        iterations (a fixed number of steps, as DLRover-RM §6's DLRM jobs: 200,000) has those
+        less the ones done (at least one); one that declares none, the iterations done so far
+        (at least one)."""
         done = job.iterations_done
         ipe = job.iterations_per_epoch
         if not ipe:
-            return max(done, 1.0)
+            declared = job.declared_iterations
+            return max((declared - done) if declared is not None else done, 1.0)
         losses = job.loss_observations
         n = len(losses)
         c = self.cache.setdefault(job.job_id, {})
@@ -667,7 +728,7 @@ class Optimus(Policy):
         return out
 
     def _fit(self, job: JobView, points: list):
-        mode = job_mode(job) if shape(job)[0] else "sync"
+        mode = (job_mode(job) if self.mode == "name" else self.mode) if shape(job)[0] else "sync"
         batch = float(job.batch_size or 1.0)
         if not points:   # nothing measured: throughput proportional to workers
             return lambda p, w: float(w)

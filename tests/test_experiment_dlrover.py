@@ -4,6 +4,8 @@ rate within the horizon and use the CPU it grants better."""
 
 from __future__ import annotations
 
+import pytest
+
 from clustersim.dlrm_report import compare, relative
 
 JOBS = 40
@@ -89,7 +91,34 @@ def test_fig7_job_runs_the_papers_length_and_dlrover_starts_warm_from_its_cold_r
     cold = json.loads(cold.read_text())
     # cold: 180 s of sampling at one worker, then the first plan's seamless migration (300 s + 180 s)
     # cost it 8.7 minutes; warm, the history's row is the configuration the cold run ended with,
-    # Table 2's, and the job runs there from its start, as the tuned static job does
+    # Table 2's, and the job runs there from its start, as the tuned static job does, after its master
+    # pod's 20 s ([D] §3, §6.3): 1,641.5 + 20 = 1,661.5 s = 27.69 min, +1.2 % (paper 27.74 min, +1.4 %)
     assert cold["jct_mean"] > tuned["jct_mean"] + 480.0
-    assert abs(warm["jct_mean"] - tuned["jct_mean"]) < 1.0
+    assert warm["jct_mean"] - tuned["jct_mean"] == pytest.approx(20.0, abs=1.0)
     assert rep.measure_warm((*rep._alone("wide_deep", dlrover=True), "policy=dlrover"), 0, tmp_path) == warm   # cached
+
+
+def test_fig7_optimus_grows_one_step_of_one_role_a_round():
+    """[D] §6.3's Optimus on the W&D job from scratch: every 3 minutes either 2 PS or 4 workers (cut
+    to what the 200-core quota holds), never both, until the quota; each change trains before the
+    next round (120 s), so that at 12 minutes it runs within [RM] Fig. 10's 100-150 steps/s."""
+    from clustersim.experiment import build_engine, compose
+    from clustersim.reproductions import dlrover as rep
+    from clustersim.simulator.job import task_counts
+
+    eng = build_engine(compose([*rep._alone("wide_deep"), *rep.OPTIMUS, "trace.options.steps=150000", "progress=false"]))
+    path, rate_at_12 = [], []
+    def seen(now, st):
+        k = task_counts(st.allocation)
+        if k and (not path or path[-1] != (k["ps"], k["worker"])):
+            path.append((k["ps"], k["worker"]))
+        if now <= 720.0:
+            rate_at_12.append(st.rate)
+    eng.subscribe("rate", seen)
+    eng.run()
+    assert path[:4] == [(1, 5), (1, 9), (3, 9), (3, 13)]   # gang minimum + 4 workers at the first round
+    for (p0, w0), (p1, w1) in zip(path, path[1:]):
+        assert (p1 - p0, w1 - w0) in ((2, 0),) or (p1 == p0 and 1 <= w1 - w0 <= 4)
+    p, w = path[-1]
+    assert 200 - 3 < 16 * p + 3 * w <= 200   # at the quota: no worker (3 cores) more fits
+    assert 100.0 <= rate_at_12[-1] <= 150.0

@@ -419,6 +419,28 @@ def test_overflow_workers_go_when_a_pending_job_does_not_fit():
     assert "n" in d.allocations and pol.tracks["n"].config.cpu == 48.0   # at its request
 
 
+def test_a_job_waiting_for_its_master_pod_takes_no_overflow_workers():
+    """The state above, the new job arriving at 500 s: until its master pod is up (520 s) it is not
+    a job that does not fit, and the running job keeps its 2 overflow workers; at 520 s they go."""
+    pol = DLRover(cold_ps=1)
+    cl = Cluster([NodeGroup(4, 0, 64, 192)])
+    spec = ps_job("r", 0)
+    alloc = {"ps": Tasks({0: 2}, cpu=16.0, mem=8.0), "worker": Tasks({0: 1, 1: 3, 2: 3, 3: 3}, cpu=20.0, mem=8.0)}
+    st = JobState(spec, status=Status.RUNNING, allocation=alloc, progress=1000.0, since=0.0, first_start=0.0)
+    cl.take(spec, alloc, "test")
+    pol.reset(make_view(0.0, cl))
+    pol.tracks["r"] = Track(config=Config(10, 2, 20.0, 16.0, 8.0, 8.0), last_change=0.0, overflow=2)
+    pol.order["r"] = 0
+    pol.next_round = 10_000.0
+    new = JobState(ps_job("n", 1, model="dcn", user="x", table="x/t", submit=500.0))
+    view = make_view(500.0, cl, running=[st], pending=[new])
+    view.arrived = (view.pending["n"],)
+    d = pol.decide(view)
+    assert not d.allocations and pol.tracks["r"].overflow == 2
+    d = pol.decide(make_view(520.0, cl, running=[st], pending=[new]))
+    assert sum(d.allocations["r"]["worker"].values()) == 8 and "n" in d.allocations
+
+
 def test_a_failed_job_restarts_first_at_its_last_configuration():
     pol = DLRover()
     cl = Cluster([NodeGroup(2, 0, 64, 192)])
@@ -435,6 +457,28 @@ def test_a_failed_job_restarts_first_at_its_last_configuration():
     alloc = d.allocations["f"]
     assert sum(alloc["worker"].values()) == 6 and alloc["worker"].cpu == 4.0 and alloc["ps"].cpu == 16.0
     assert list(d.allocations)[0] == "f"
+
+
+def test_a_new_jobs_tasks_wait_for_its_master_pod_a_restart_does_not():
+    """[D] §3: the job's master pod starts first and has the PS and workers launched; a pod launch
+    takes about 20 s ([D] §6.3). A job arriving at 100 s: nothing at 100 s, a wake-up at 120 s, its
+    tasks at 120 s. A job that ran (its master is up) restarts at once."""
+    pol = DLRover()
+    cl = big_cluster()
+    pol.reset(make_view(0.0, cl))
+    st = JobState(ps_job("n", 0, submit=100.0))
+    view = make_view(100.0, cl, pending=[st])
+    view.arrived = (view.pending["n"],)
+    d = pol.decide(view)
+    assert "n" not in d.allocations and d.wakeup == pytest.approx(20.0)
+    d = pol.decide(make_view(120.0, cl, pending=[st]))
+    assert "n" in d.allocations
+    ran = DLRover()
+    ran.reset(make_view(0.0, cl))
+    ran.tracks["f"] = Track(config=Config(6, 2, 4.0, 16.0, 8.0, 8.0), last_change=0.0)
+    ran.order["f"] = 0
+    st_f = JobState(ps_job("f", 0, submit=100.0), status=Status.PENDING, first_start=100.0, stop_reason=StopReason.NODE_DOWN)
+    assert "f" in ran.decide(make_view(105.0, cl, pending=[st_f], stopped=[st_f])).allocations
 
 
 # ---------------------------------------------------------------------------- the history across runs

@@ -98,6 +98,65 @@ def test_algorithm1_minimums_in_arrival_order_and_no_gain_no_task():
     assert all(p.pw() == (1, 1) for p in got)
 
 
+# ---------------------------------------------------------------------------- growth step (DLRover §6.3)
+CPU_PS = RoleSpec("ps", 1, 0.0, 2.0, 4.0, 1, 8)
+CPU_WORKER = RoleSpec("worker", 1, 0.0, 1.0, 2.0, 1, 16)
+CPU_ONLY = np.array([0.0, 20.0, 100.0])
+
+
+def _stepped(start, cap=None):
+    """One CPU job, Q = 12, f = min(w, 2p) (workers bound until 2 per PS); PS 2 cores (share
+    2/20 = 0.1), worker 1 core (1/20 = 0.05); a step of 2 PS or 4 workers from ``start``."""
+    plan = Plan(job("s", 0.0, (CPU_PS, CPU_WORKER)), Estimate(12.0, lambda p, w: float(min(w, 2 * p))), 0,
+                step=(2, 4), start=start)
+    got = allocate([plan], CPU_ONLY, **({} if cap is None else {"job_cpu_cap": cap}))
+    return got[0]
+
+
+def test_growth_step_one_role_a_round_by_hand():
+    """Round 1 at (1,1): t = 12/1 = 12. 2 PS -> (3,1): f = 1, t = 12, gain 0; 4 workers -> (1,5):
+    f = 2, t = 6, gain 6 / (4 x 0.05) = 30: the workers, and nothing more this round (Algorithm 1
+    would go on while gains are positive). Round 2 at (1,5): t = 6. 2 PS -> (3,5): f = 5, t = 2.4,
+    gain 3.6 / (2 x 0.1) = 18; 4 workers -> (1,9): f = 2, gain 0: the PS."""
+    first = _stepped(None)
+    assert first.pw() == (1, 5) and first.cpu == 2.0 + 5.0
+    second = _stepped({"ps": 1, "worker": 5})
+    assert second.pw() == (3, 5) and second.cpu == 6.0 + 5.0
+
+
+def test_growth_step_is_cut_to_the_quota():
+    """At (3,5) with a 12-core quota the job holds 3 x 2 + 5 x 1 = 11 cores: 2 PS (4 cores) do not
+    fit and no PS does; 4 workers are cut to the 1 that fits -> (3,6): f = 6, t = 2 against 2.4,
+    gain 0.4 / (1 x 0.05) = 8 > 0."""
+    plan = _stepped({"ps": 3, "worker": 5}, cap=12.0)
+    assert plan.pw() == (3, 6) and plan.cpu == 12.0
+
+
+def test_remaining_work_of_a_job_that_declares_its_steps():
+    """A DLRM job reports no loss; it trains a fixed number of steps ([RM] §6: 200,000). Declared,
+    Q is what is left: 200,000 - 50,000 = 150,000; undeclared, the steps done (50,000); never below 1."""
+    pol = policies.make("optimus")
+    pol.cache = {}
+    dlrm = SimpleNamespace(job_id="d", iterations_done=50_000.0, iterations_per_epoch=None, declared_iterations=200_000.0)
+    assert pol.remaining(dlrm) == 150_000.0
+    assert pol.remaining(SimpleNamespace(**{**vars(dlrm), "declared_iterations": None})) == 50_000.0
+    assert pol.remaining(SimpleNamespace(**{**vars(dlrm), "iterations_done": 200_000.0})) == 1.0
+
+
+def test_mode_async_fits_eq3_to_a_job_named_without_async():
+    """Samples of an asynchronous job, f = w / (0.1 + 0.05 w/p) (Eq. 3, a0 = 0.1, a1 = 0.05), at the
+    five pre-run settings: ``mode: async`` recovers f(3, 20) = 20 / (0.1 + 0.05 x 20/3) = 46.15; the
+    model name ("wide_deep") makes it sync by default, and Eq. 4 then has f fall with more workers
+    where the job speeds up."""
+    truth = lambda p, w: w / (0.1 + 0.05 * w / p)   # noqa: E731
+    pts = [((p, w), truth(p, w)) for p, w in ((1, 1), (1, 4), (4, 4), (4, 10), (10, 10))]
+    wd = SimpleNamespace(model="wide_deep", roles=(CPU_PS, CPU_WORKER), batch_size=512)
+    f_async = policies.make("optimus", mode="async")._fit(wd, pts)
+    assert f_async(3, 20) == pytest.approx(20 / (0.1 + 0.05 * 20 / 3), rel=1e-3)
+    f_name = policies.make("optimus")._fit(wd, pts)
+    assert f_name(3, 40) < f_name(3, 20) and truth(3, 40) > truth(3, 20)
+
+
 def test_optimus_rate_matches_the_fitted_model():
     for mode, theta in (("sync", [0.01, 0.3, 0.2, 0.02, 0.001]), ("async", [0.5, 0.3, 0.02, 0.01])):
         m = OptimusSpeed(mode, 32.0, theta)
