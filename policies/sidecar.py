@@ -76,6 +76,7 @@ class _Base(Policy):
         self.prior = float(undeclared_iterations)
         self.fit_on, self.fit_min = accuracy_fit, int(fit_min_points)
         self.fit_patience, self.fit_relative = int(fit_patience), fit_relative
+        self.ckpt_rate: float | None = None   # the subclasses' checkpoint_gb_per_s
         self._fits: dict[str, tuple[int, float | None]] = {}   # job -> (points fitted, predicted total iterations)
 
     def reset(self, view: View) -> None:
@@ -161,6 +162,11 @@ class _Base(Policy):
         """Profiled seconds per iteration with n GPUs on ``host`` (§III-B-1's training-speed profile,
         by GPU count and GPU type: the host's type picks the profile's speed, Table IV)."""
         return jv.profiled.iteration_time({jv.roles[0].name: {host: n}})
+
+    def checkpoint_s(self, jv: JobView) -> float:
+        """Writing (or reading back) the job's model checkpoint, as the overhead model charges it
+        (``checkpoint_gb_per_s``, notes/sidecar.md §3.6's C(τ)); 0 when not charged."""
+        return jv.profiled.costs.checkpoint_gb / self.ckpt_rate if self.ckpt_rate else 0.0
 
     def remaining(self, jv: JobView) -> float:
         """Declared iterations less those done (E1); without a declaration, the iterations the
@@ -267,9 +273,11 @@ class SideCar(_Base):
                  pod_kill_s: NonNegative = PodRestart.pod_kill_s,
                  pod_start_base_s: NonNegative = PodRestart.pod_start_base_s,
                  pod_start_per_gpu_s: NonNegative = PodRestart.pod_start_per_gpu_s,
+                 checkpoint_gb_per_s: Annotated[float, Range(gt=0)] | None = None,
                  cross_host: bool = True, reshape_up: bool = True, reshape_down: bool = True,
                  tick_s: Positive | None = 60.0):
         super().__init__(gpu_options, undeclared_iterations, accuracy_fit, fit_min_points, fit_patience, fit_relative)
+        self.ckpt_rate = checkpoint_gb_per_s
         self.tick_s = tick_s
         self.k_c = container_init_s
         self.d_sc = (process_restart_base_s, process_restart_per_gpu_s)
@@ -496,7 +504,8 @@ class SideCar(_Base):
                     # the victim trains on all its GPUs during the early initialisation, then restarts (E3)
                     done = start / self.t_iter(vjv, cur, h, view)
                     rest = max(self.remaining(vjv) - done, 0.0)
-                    fin = now + start + self.restart_s(cur - rem) + rest * self.t_iter(vjv, cur - rem, h, view)
+                    fin = (now + start + self.restart_s(cur - rem) + 2 * self.checkpoint_s(vjv)
+                           + rest * self.t_iter(vjv, cur - rem, h, view))
                     ms = max(base.max_except(vjv.job_id), fin, new)
                     if ms < best:
                         best, plan = ms, _Plan(jv.job_id, now + start, h, n, vjv.job_id, rem)
@@ -652,7 +661,8 @@ class SideCar(_Base):
                     cost = self.pod_restart_s(cur + add)
                 else:
                     continue
-                fin = now + cost + rem * self.t_iter(jv, cur + add, target, view)
+                # a running job's restart writes its checkpoint and reads it back (D_sc, notes §3.6)
+                fin = now + cost + 2 * self.checkpoint_s(jv) + rem * self.t_iter(jv, cur + add, target, view)
                 ms = max(others_max, fin)
                 if ms < best:
                     best, pick = ms, (jv, target, cur + add)
@@ -801,8 +811,10 @@ class SideCarTermination(_Base):
                  gpu_steps: bool = False,
                  pod_kill_s: NonNegative = PodRestart.pod_kill_s,
                  pod_start_base_s: NonNegative = PodRestart.pod_start_base_s,
-                 pod_start_per_gpu_s: NonNegative = PodRestart.pod_start_per_gpu_s, tick_s: Positive | None = 60.0):
+                 pod_start_per_gpu_s: NonNegative = PodRestart.pod_start_per_gpu_s,
+                 checkpoint_gb_per_s: Annotated[float, Range(gt=0)] | None = None, tick_s: Positive | None = 60.0):
         super().__init__(gpu_options, undeclared_iterations, accuracy_fit, fit_min_points, fit_patience, fit_relative)
+        self.ckpt_rate = checkpoint_gb_per_s
         self.tick_s = tick_s
         self.count_restart = count_restart
         self.cross_host, self.gpu_steps = cross_host, gpu_steps
@@ -853,7 +865,7 @@ class SideCarTermination(_Base):
                 for target in targets:
                     saved = now_s - rem * self.t_iter(jv, nxt, target, view)
                     if self.count_restart:
-                        saved -= self.pod[0] + self.pod[1] + self.pod[2] * nxt
+                        saved -= self.pod[0] + self.pod[1] + self.pod[2] * nxt + 2 * self.checkpoint_s(jv)
                     gain = saved / (nxt - cur)
                     if gain > best:
                         best, pick = gain, (jv, h, target, nxt, cur)

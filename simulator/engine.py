@@ -32,7 +32,7 @@ from clustersim.simulator.errors import PolicyError
 from clustersim.simulator.faults import Capabilities, World
 from clustersim.simulator.job import EMPTY, Failure, JobSpec, JobState, JobStates, Status, StopReason, alloc_gpus, nodes_of
 from clustersim.simulator.metrics import Recorder
-from clustersim.simulator.overhead import Change, ConstantOverhead, OverheadModel
+from clustersim.simulator.overhead import Change, ConstantOverhead, OverheadModel, PerModelOverhead
 from clustersim.simulator.params import NonNegative, PositiveCount, Range
 from clustersim.simulator.progress import Next, Progress
 from clustersim.simulator.reconcile import JobChange, reconcile
@@ -130,9 +130,11 @@ class Engine:
         self._queue: list = []     # (time, priority, order, handler, args): the events ahead
         self._order = 0            # events scheduled so far: ties at one time and priority go in this order
         self._halted = False
-        # the views' clock: the loop sets its ``now`` with the engine's
-        self.clock = Observer(speed=self.speed, cluster=cluster,
-                              profiled_error=self.observe.profiled_error, seed=seed, faults=faults)
+        # the views' clock: the loop sets its ``now`` with the engine's; a policy reads the per-model
+        # costs the overhead model charges (``Profiled.costs``)
+        costs_of = self.overhead.costs_of if isinstance(self.overhead, PerModelOverhead) else None
+        self.clock = Observer(speed=self.speed, cluster=cluster, profiled_error=self.observe.profiled_error,
+                              seed=seed, faults=faults, costs_of=costs_of)
         # what tasks use: at the job's rate and progress, with its hidden memory need (simulator/usage.py)
         self.usage = usage   # the usage model given (another engine of the same jobs binds its own)
         self._usage = BoundUsage(usage, self.states, self.clock, faults) if usage is not None else None

@@ -234,15 +234,25 @@ class PodRestart(PerModelOverhead):
     pod_kill_s: NonNegative = 30.0           # SideCar §II-C: 204 s - 174 s
     pod_start_base_s: NonNegative = 136.0    # SideCar §II-C: 174 s at 2 GPUs, 212 s at 4
     pod_start_per_gpu_s: NonNegative = 19.0
+    # The model's own checkpoint (notes/sidecar.md §3.6: C(τ) = c0 + bytes(τ)/BW): §II-C's constants
+    # are one model's, so a model's checkpoint (``ModelCosts.checkpoint_gb``) written before each
+    # stop and read back at the restart adds checkpoint_gb / this each way; None: not charged
+    checkpoint_gb_per_s: Annotated[float, Range(gt=0)] | None = None
+
+    def checkpoint_s(self, c: ModelCosts) -> float:
+        """Seconds to write (or to read back) the model's checkpoint; 0 when not charged."""
+        return c.checkpoint_gb / self.checkpoint_gb_per_s if self.checkpoint_gb_per_s else 0.0
 
     def start_s(self, spec, new, c):
         return self.pod_start_base_s + self.pod_start_per_gpu_s * alloc_gpus(spec, new)
 
     def resume_s(self, spec, new, c):
-        return self.pod_kill_s + self.start_s(spec, new, c)
+        """Kill, cold start, and the restore of the checkpoint."""
+        return self.pod_kill_s + self.start_s(spec, new, c) + self.checkpoint_s(c)
 
     def change(self, spec, change, old, new, c):
-        return Transition(pause_s=self.resume_s(spec, new, c))
+        """A termination restart: the checkpoint written before the kill, then a resume."""
+        return Transition(pause_s=self.resume_s(spec, new, c) + self.checkpoint_s(c))
 
 
 @OVERHEADS.register("sidecar")
@@ -264,8 +274,10 @@ class SidecarRestart(PodRestart):
 
     def change(self, spec, change, old, new, c):
         if not nodes_of(new) <= nodes_of(old):
-            return Transition(pause_s=self.resume_s(spec, new, c))
-        return Transition(pause_s=self.sidecar_base_s + self.sidecar_per_gpu_s * alloc_gpus(spec, new))
+            return PodRestart.change(self, spec, change, old, new, c)
+        # D_sc = C + P_term + P_init (notes/sidecar.md §3.6): the write and the read back of the checkpoint
+        return Transition(pause_s=self.sidecar_base_s + self.sidecar_per_gpu_s * alloc_gpus(spec, new)
+                          + 2 * self.checkpoint_s(c))
 
 
 @OVERHEADS.register("flash_checkpoint")

@@ -24,6 +24,7 @@ import numpy as np
 
 from clustersim.simulator.errors import OracleError, PolicyError  # noqa: F401  (part of the contract)
 from clustersim.simulator.job import Allocation, JobSpec, JobState, RoleSpec, Status, StopReason, task_demand
+from clustersim.simulator.overhead import DEFAULT_COSTS, ModelCosts
 
 if TYPE_CHECKING:
     from clustersim.simulator.cluster import Cluster
@@ -56,6 +57,7 @@ class Observer:
     profiled_error: float = 0.0    # relative error of profiled rates (0: exact)
     seed: int = 0
     faults: object = None          # FaultModel: what per-worker step times show (slowest_task)
+    costs_of: object = None        # spec -> ModelCosts: the profiled reconfiguration costs (None: the defaults)
 
 
 class ClusterView:
@@ -359,6 +361,11 @@ class Profiled:
             gen = np.random.default_rng((self._obs.seed, 0x9F0F, self._spec.index))
             r *= max(1.0 + err * gen.standard_normal(), 0.05)
         return r
+
+    @property
+    def costs(self) -> ModelCosts:
+        """The model's profiled reconfiguration costs (its checkpoint's size among them)."""
+        return DEFAULT_COSTS if self._obs.costs_of is None else self._obs.costs_of(self._spec)
 
     def iteration_time(self, allocation: Allocation) -> float:
         """Seconds per iteration on ``allocation`` (SideCar's profiled iteration time)."""

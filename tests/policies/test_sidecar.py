@@ -319,3 +319,30 @@ def test_termination_restarts_a_job_on_another_host(cross_host):
         assert [n for _, n, _ in steps] == [1, 2, 4] and steps[1][2] < 1000 < long_end
     else:
         assert steps[0][:2] == ("start", 1) and all(t >= long_end for _, _, t in steps[1:])
+
+
+@pytest.mark.parametrize("name", ["sidecar", "sidecar_termination"])
+def test_the_scheduler_predicts_the_checkpoint_the_overhead_charges(name):
+    """A restart's checkpoint, written and read back (C(τ), notes/sidecar.md §3.6): VGG16's profiled
+    1.104 GB at 0.25 GB/s is 4.416 s each way, read by the policy through ``JobView.profiled.costs``,
+    the per-model costs the engine's overhead model charges; nothing when the policy does not charge it."""
+    from clustersim.simulator.profiles import load
+
+    zoo = load()
+    spec = replace(gpu_job("j", 0, 2, 1.0, work=5000.0, min_gpus=1, max_gpus=8), profile="sidecar_vgg16", batch_size=64)
+    on, off = policies.make(name, checkpoint_gb_per_s=0.25), policies.make(name)
+    seen = []
+
+    class Probe:
+        name, oracle = on.name, on.oracle
+
+        def reset(self, view):
+            on.reset(view)
+
+        def decide(self, view):
+            seen.extend((on.checkpoint_s(jv), off.checkpoint_s(jv)) for jv in view.pending.values())
+            return on.decide(view)
+
+    ov = overhead.PodRestart(costs_of=zoo.costs_of, checkpoint_gb_per_s=0.25)
+    Engine(jobs(spec), cluster(nodes=1, gpus=8), Probe(), speed=zoo.speed, overhead=ov).run()
+    assert seen[0] == (pytest.approx(1.104 / 0.25), 0.0)

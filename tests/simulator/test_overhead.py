@@ -82,6 +82,26 @@ def test_sidecar_restarts_the_process_in_place_and_the_pod_across_hosts():
     assert pod.transition(s, Change.START, {}, {"worker": {0: 2}}).pause_s == 174.0
 
 
+def test_a_restart_writes_and_reads_back_the_models_own_checkpoint():
+    """VGG16's 1.104 GB (8 B x 138 M parameters) at 0.25 GB/s: 4.416 s each way. A fresh start has
+    no checkpoint; a resume reads one back; a restart writes one and reads it back."""
+    vgg = spec_of("sidecar_vgg16")
+    costs = ZOO.costs_of
+    assert ZOO.costs_of(vgg).checkpoint_gb == pytest.approx(1.104)
+    pod = PodRestart(costs_of=costs, checkpoint_gb_per_s=0.25)
+    two, four = {"worker": {0: 2}}, {"worker": {0: 4}}
+    assert pod.transition(vgg, Change.START, {}, two).pause_s == 136 + 19 * 2                            # 174 s
+    assert pod.transition(vgg, Change.RESUME, {}, four).pause_s == pytest.approx(30 + 212 + 4.416)        # 246.416 s
+    assert pod.transition(vgg, Change.SCALE_OUT, two, four).pause_s == pytest.approx(242 + 2 * 4.416)    # 250.832 s
+    sc = SidecarRestart(costs_of=costs, checkpoint_gb_per_s=0.25, early_init=True)
+    assert sc.transition(vgg, Change.START, {}, two).pause_s == 17 + 5 * 2                               # 27 s
+    assert sc.transition(vgg, Change.SCALE_IN, four, two).pause_s == pytest.approx(27 + 2 * 4.416)       # 35.832 s
+    across = {"worker": {0: 2, 1: 2}}   # a pod restart: kill, the process start (early init), and both ways
+    assert sc.transition(vgg, Change.SCALE_OUT, two, across).pause_s == pytest.approx(30 + 37 + 2 * 4.416)
+    # off (the default): the §II-C constants alone, whatever the model
+    assert PodRestart(costs_of=costs).transition(vgg, Change.SCALE_OUT, two, four).pause_s == 242.0
+
+
 def test_flash_checkpoint_adds_workers_without_pause_and_pauses_for_ps_changes():
     m = FlashCheckpoint(ZOO.costs_of)
     s = JobSpec(0, "j", 0.0, (RoleSpec("ps", 2, 0, 16, 8, 1, 8), RoleSpec("worker", 4, 0, 3, 4, 1, 32)), 1.0, 1.0,
