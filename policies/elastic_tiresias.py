@@ -113,6 +113,11 @@ class ElasticTiresias(Tiresias):
         # the allocation that was read off (_facts)
         self._plans: dict[tuple, dict] = {}
         self._facts: dict[str, tuple] = {}
+        # what _best_take reads of each node (_node_state), kept across decisions until it changes:
+        # read on the free resources ``_free_seen``; ``_stale``: nodes whose donors changed since
+        self._node_states: dict[tuple, tuple] = {}
+        self._free_seen: np.ndarray | None = None
+        self._stale: set[int] = set()
         cap = view.cluster.capacity[:, 0]
         self.m = int(cap.max()) if len(cap) else 1
         self.compactions = self.expansions = self.straggler_removals = 0
@@ -199,6 +204,7 @@ class ElasticTiresias(Tiresias):
         by_node = self._by_node
         old = self._listed.pop(jid, None)
         if old is not None:
+            self._stale.update(old)
             for n in old:
                 d = by_node[n]
                 del d[jid]
@@ -208,6 +214,7 @@ class ElasticTiresias(Tiresias):
         job = self.jobs.get(jid)
         if tasks is not None and jid not in self._busy and job is not None and job.queue != 0:
             self._listed[jid] = tasks
+            self._stale.update(tasks)
             for n, c in tasks.items():
                 by_node.setdefault(n, {})[jid] = c
 
@@ -241,7 +248,7 @@ class ElasticTiresias(Tiresias):
                 self._donor_cache = None   # donors per node, until a compaction shrinks one
                 self._donor_room = None    # whether one of them is above its floor (the same span)
                 self._idle_room: dict = {}  # per task demand: the tasks that fit each node (until free changes)
-                self._node_states: dict = {}  # per (node, donors read): what _best_take reads there (the same span)
+                self._refresh(free)
                 self._failed: set = set()   # shapes of jobs that found no start (the same span)
                 shapes, failed, reserved = self.shapes, self._failed, self.reserved
                 for job in self._waiting_by_rank(view, allocs):
@@ -380,6 +387,7 @@ class ElasticTiresias(Tiresias):
         for vid, node, d in victims:
             vjv = view.running[vid]
             cur = planned[vid]
+            self._stale.update(cur.get(vjv.roles[0].name, ()))   # it holds fewer GPUs: a donor elsewhere too
             new = {r: dict(t) for r, t in cur.items()}
             vrole = vjv.roles[0].name
             new[vrole][node] -= d
@@ -391,7 +399,7 @@ class ElasticTiresias(Tiresias):
             self._donor_cache = self._donor_room = None
         _take(free, jv, alloc)
         self._idle_room.clear()     # the free GPUs (and perhaps the donors) changed: look anew
-        self._node_states.clear()
+        self._refresh(free)
         self._failed.clear()
         self.compactions += 1
         if not victims:             # idle GPUs only: it starts now
@@ -425,6 +433,10 @@ class ElasticTiresias(Tiresias):
                 continue
             for n, c in planned[jid].get(role.name, {}).items():
                 node(n)[jid] = c
+        states = self._node_states
+        for n in over:   # their donors differ from the kept lists' now, and again once the overlay is gone
+            states.pop((n, True), None)
+        self._stale.update(over)
         return Overlay(by_node, over)
 
     def _idle(self, view, free, demand) -> tuple:
@@ -438,7 +450,7 @@ class ElasticTiresias(Tiresias):
             hit = self._idle_room[key] = (idle, sorted(idle[view.cluster.up].tolist(), reverse=True))
         return hit
 
-    def _options(self, view, free, demand, k, idle, per_node) -> list:
+    def _options(self, view, free, demand, k, idle, per_node, planned) -> list:
         """The node sets R1 tries for a job on at most k machines: each up node with an idle GPU or
         a donor when k = 1, else the k with the most GPUs to give (idle plus donors'). They depend
         on the state alone, so they are kept per (demand, k) with the idle counts."""
@@ -452,9 +464,10 @@ class ElasticTiresias(Tiresias):
             for node in range(len(free)):
                 if up[node] and (idle[node] > 0 or per_node.get(node)):
                     options.append([node])
-        else:
-            avail = {n: int(idle[n]) + sum(per_node.get(n, {}).values()) for n in range(len(free)) if up[n]}
-            options.append(sorted(avail, key=lambda n: (-avail[n], n))[:k])
+        else:   # the donors' tasks on each node: kept in its state (_node_state)
+            avail = [(-(int(idle[n]) + self._node_state(view, n, True, per_node, free, planned)[2]), n)
+                     for n in range(len(free)) if up[n]]
+            options.append([n for _, n in heapq.nsmallest(k, avail)])
         self._idle_room[key] = options
         return options
 
@@ -471,7 +484,7 @@ class ElasticTiresias(Tiresias):
             memo.clear()
         donors = per_node is not NO_DONORS
         best = None
-        for nodes in self._options(view, free, role.demand, k, idle, per_node):
+        for nodes in self._options(view, free, role.demand, k, idle, per_node, planned):
             key = tuple(nodes)
             state = tuple(self._node_state(view, n, donors, per_node, free, planned) for n in nodes)
             hit = memo.get(key)
@@ -489,9 +502,11 @@ class ElasticTiresias(Tiresias):
         return best[0], {role.name: dict(best[1])}, list(best[2])
 
     def _node_state(self, view, node: int, donors: bool, per_node, free, planned) -> tuple:
-        """What ``_best_take`` reads of one node: its free resources and, when the donors count, each
-        donor's tasks there with the GPUs it holds and its floor (its efficiency losses follow from
-        those). Worked out once per node in a span with no change (``_node_states``)."""
+        """What ``_best_take`` reads of one node: its free resources and, when the donors count
+        (``donors``: ``per_node`` is the donor lists), each donor's tasks there with the GPUs it
+        holds and its floor (its efficiency losses follow from those); then the donors' tasks
+        there in all. Kept across decisions (``_node_states``) until ``_refresh`` finds the node
+        changed, so a decision works out the few nodes it changed."""
         key = (node, donors)
         state = self._node_states.get(key)
         if state is None:
@@ -499,8 +514,25 @@ class ElasticTiresias(Tiresias):
             held = ()
             if on:
                 held = tuple((vid, c) + self._facts_of(view, vid, planned)[:2] for vid, c in on.items())
-            state = self._node_states[key] = (tuple(free[node].tolist()), held)
+            state = self._node_states[key] = (tuple(free[node].tolist()), held, sum(h[1] for h in held))
         return state
+
+    def _refresh(self, free) -> None:
+        """Drop the kept node states (``_node_state``) that may no longer hold: every state of a node
+        whose free resources differ from those they were read on, and the states that read the
+        donors of a node whose donors changed since (``_stale``: a donor listed or unlisted there,
+        changed by a decision, or laid over by one, ``_donors``)."""
+        states, seen = self._node_states, self._free_seen
+        if seen is None or seen.shape != free.shape:
+            states.clear()
+        else:
+            for n in np.flatnonzero((free != seen).any(axis=1)).tolist():
+                states.pop((n, True), None)
+                states.pop((n, False), None)
+        for n in self._stale:
+            states.pop((n, True), None)
+        self._stale.clear()
+        self._free_seen = free.copy()
 
     def _shape(self, jv, role, lo) -> tuple:
         """What R1's search reads of a waiting job: its task demand, request, the fewest GPUs it may

@@ -31,7 +31,9 @@ class CheckedSearch(ElasticTiresias):
         self.sets -= self.searched - before     # the sets the kept plans answered
         facts, self._facts = self._facts, {}    # read every donor afresh
         full = None
-        for nodes in self._options(view, free, role.demand, k, idle, per_node):
+        options = self._options(view, free, role.demand, k, idle, per_node, planned)
+        assert options == self._full_options(view, free, k, idle, per_node)
+        for nodes in options:
             plan = ElasticTiresias._best_take(self, view, jv, role, nodes, idle, per_node, free, planned)
             if plan is not None and (full is None or plan[0] > full[0] + 1e-9):
                 full = plan
@@ -43,6 +45,17 @@ class CheckedSearch(ElasticTiresias):
         assert kept == full
         self.searches += 1
         return kept
+
+
+    @staticmethod
+    def _full_options(view, free, k, idle, per_node) -> list:
+        """Each up node with an idle GPU or a donor when k = 1, else the k up nodes with the most
+        GPUs to give (idle plus the donors' tasks there), ties to the lower index."""
+        up = view.cluster.up
+        if k == 1:
+            return [[n] for n in range(len(free)) if up[n] and (idle[n] > 0 or per_node.get(n))]
+        avail = {n: int(idle[n]) + sum(per_node.get(n, {}).values()) for n in range(len(free)) if up[n]}
+        return [sorted(avail, key=lambda n: (-avail[n], n))[:k]]
 
 
 class Curves:
