@@ -464,9 +464,12 @@ class ElasticTiresias(Tiresias):
             for node in range(len(free)):
                 if up[node] and (idle[node] > 0 or per_node.get(node)):
                     options.append([node])
-        else:   # the donors' tasks on each node: kept in its state (_node_state)
-            avail = [(-(int(idle[n]) + self._node_state(view, n, True, per_node, free, planned)[2]), n)
-                     for n in range(len(free)) if up[n]]
+        else:
+            given = self._idle_room.get("given")   # the donors' tasks on each up node (kept in its state)
+            if given is None:
+                given = self._idle_room["given"] = [
+                    (n, self._node_state(view, n, True, per_node, free, planned)[2]) for n in range(len(free)) if up[n]]
+            avail = [(-(int(idle[n]) + g), n) for n, g in given]
             options.append([n for _, n in heapq.nsmallest(k, avail)])
         self._idle_room[key] = options
         return options
