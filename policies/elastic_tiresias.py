@@ -53,6 +53,8 @@ from clustersim.simulator.job import nodes_of, task_counts
 from clustersim.simulator.params import NonNegative, Positive, Range
 
 GAIN_EPS = 1e-9
+NO_DONORS: dict = {}   # R1's donors per node when none may give (read only)
+MEMO_SETS = 4096       # node sets whose plan R1 keeps per shape (choice: bounds memory, a few MB at most)
 
 
 def gpu_role(jv: JobView):
@@ -106,6 +108,16 @@ class ElasticTiresias(Tiresias):
         self._busy: dict[str, None] = {}         # of those, the ones changed since they last were seen idle
         self._listed: dict[str, dict] = {}       # donors: held, not busy, outside G0 (-> tasks per node)
         self._by_node: dict[int, dict] = {}      # node -> {donor: its tasks there}
+        # R1's search kept across decisions (_search): per shape, per node set, the plan found and
+        # the state of those nodes it was found on; per donor, what the search reads of it and
+        # the allocation that was read off (_facts)
+        self._plans: dict[tuple, dict] = {}
+        self._facts: dict[str, tuple] = {}
+        # what _best_take reads of each node (_node_state), kept across decisions until it changes:
+        # read on the free resources ``_free_seen``; ``_stale``: nodes whose donors changed since
+        self._node_states: dict[tuple, tuple] = {}
+        self._free_seen: np.ndarray | None = None
+        self._stale: set[int] = set()
         cap = view.cluster.capacity[:, 0]
         self.m = int(cap.max()) if len(cap) else 1
         self.compactions = self.expansions = self.straggler_removals = 0
@@ -135,7 +147,8 @@ class ElasticTiresias(Tiresias):
         super()._started(jobs, now)
 
     def _finish(self, job) -> None:
-        for d in (self.size, self.reserved, self.speed, self.best, self.shapes, self._rich, self._held, self._busy):
+        for d in (self.size, self.reserved, self.speed, self.best, self.shapes, self._rich, self._held, self._busy,
+                  self._facts):
             d.pop(job.view.job_id, None)
         self._list(job.view.job_id)
         self.grown.discard(job.view.job_id)
@@ -191,6 +204,7 @@ class ElasticTiresias(Tiresias):
         by_node = self._by_node
         old = self._listed.pop(jid, None)
         if old is not None:
+            self._stale.update(old)
             for n in old:
                 d = by_node[n]
                 del d[jid]
@@ -200,6 +214,7 @@ class ElasticTiresias(Tiresias):
         job = self.jobs.get(jid)
         if tasks is not None and jid not in self._busy and job is not None and job.queue != 0:
             self._listed[jid] = tasks
+            self._stale.update(tasks)
             for n, c in tasks.items():
                 by_node.setdefault(n, {})[jid] = c
 
@@ -231,9 +246,9 @@ class ElasticTiresias(Tiresias):
                 self._later(self.reserve_retry_s)   # place the admitted jobs once those GPUs are free
             if self.compaction and waiting > self.n_wait:
                 self._donor_cache = None   # donors per node, until a compaction shrinks one
-                self._donor_info: dict = {}  # per donor: what _best_take reads (the same span)
                 self._donor_room = None    # whether one of them is above its floor (the same span)
                 self._idle_room: dict = {}  # per task demand: the tasks that fit each node (until free changes)
+                self._refresh(free)
                 self._failed: set = set()   # shapes of jobs that found no start (the same span)
                 shapes, failed, reserved = self.shapes, self._failed, self.reserved
                 for job in self._waiting_by_rank(view, allocs):
@@ -359,16 +374,12 @@ class ElasticTiresias(Tiresias):
         if not self._donor_room and k == 1:
             # every donor at its floor gives nothing: on one machine only idle GPUs count, so
             # the donors need not be listed (on k > 1 machines their GPUs rank the machines)
-            per_node = {}
+            per_node = NO_DONORS
         else:
             if self._donor_cache is None:
                 self._donor_cache = self._donors(view, allocs, planned)
             per_node = self._donor_cache
-        best = None
-        for nodes in self._options(view, free, role.demand, k, idle, per_node):
-            plan = self._best_take(view, jv, role, nodes, idle, per_node, free, planned)
-            if plan is not None and (best is None or plan[0] > best[0] + GAIN_EPS):
-                best = plan
+        best = self._search(view, jv, role, shape, k, idle, per_node, free, planned)
         if best is None:
             self._failed.add(shape)
             return
@@ -376,6 +387,7 @@ class ElasticTiresias(Tiresias):
         for vid, node, d in victims:
             vjv = view.running[vid]
             cur = planned[vid]
+            self._stale.update(cur.get(vjv.roles[0].name, ()))   # it holds fewer GPUs: a donor elsewhere too
             new = {r: dict(t) for r, t in cur.items()}
             vrole = vjv.roles[0].name
             new[vrole][node] -= d
@@ -385,9 +397,9 @@ class ElasticTiresias(Tiresias):
             self._resized(self.jobs[vid], new, view.now)
         if victims:
             self._donor_cache = self._donor_room = None
-            self._donor_info = {}
         _take(free, jv, alloc)
         self._idle_room.clear()     # the free GPUs (and perhaps the donors) changed: look anew
+        self._refresh(free)
         self._failed.clear()
         self.compactions += 1
         if not victims:             # idle GPUs only: it starts now
@@ -421,6 +433,10 @@ class ElasticTiresias(Tiresias):
                 continue
             for n, c in planned[jid].get(role.name, {}).items():
                 node(n)[jid] = c
+        states = self._node_states
+        for n in over:   # their donors differ from the kept lists' now, and again once the overlay is gone
+            states.pop((n, True), None)
+        self._stale.update(over)
         return Overlay(by_node, over)
 
     def _idle(self, view, free, demand) -> tuple:
@@ -434,7 +450,7 @@ class ElasticTiresias(Tiresias):
             hit = self._idle_room[key] = (idle, sorted(idle[view.cluster.up].tolist(), reverse=True))
         return hit
 
-    def _options(self, view, free, demand, k, idle, per_node) -> list:
+    def _options(self, view, free, demand, k, idle, per_node, planned) -> list:
         """The node sets R1 tries for a job on at most k machines: each up node with an idle GPU or
         a donor when k = 1, else the k with the most GPUs to give (idle plus donors'). They depend
         on the state alone, so they are kept per (demand, k) with the idle counts."""
@@ -449,10 +465,77 @@ class ElasticTiresias(Tiresias):
                 if up[node] and (idle[node] > 0 or per_node.get(node)):
                     options.append([node])
         else:
-            avail = {n: int(idle[n]) + sum(per_node.get(n, {}).values()) for n in range(len(free)) if up[n]}
-            options.append(sorted(avail, key=lambda n: (-avail[n], n))[:k])
+            given = self._idle_room.get("given")   # the donors' tasks on each up node (kept in its state)
+            if given is None:
+                given = self._idle_room["given"] = [
+                    (n, self._node_state(view, n, True, per_node, free, planned)[2]) for n in range(len(free)) if up[n]]
+            avail = [(-(int(idle[n]) + g), n) for n, g in given]
+            options.append([n for _, n in heapq.nsmallest(k, avail)])
         self._idle_room[key] = options
         return options
+
+    def _search(self, view, jv, role, shape, k, idle, per_node, free, planned):
+        """The best of R1's plans on each node set (``_options``), as ``_best_take`` finds them; ties
+        go to the earlier set. A set's plan is kept per shape across decisions with the state of
+        its nodes it was found on (``_node_state``) and searched again only once one of them
+        changed: a decision changes few nodes (a job ended, started or shrank), and the walk
+        meets the same shapes at decision after decision."""
+        memo = self._plans.get(shape)
+        if memo is None:
+            memo = self._plans[shape] = {}
+        elif len(memo) > MEMO_SETS:   # node sets of k > 1 machines vary: keep the memory bounded
+            memo.clear()
+        donors = per_node is not NO_DONORS
+        best = None
+        for nodes in self._options(view, free, role.demand, k, idle, per_node, planned):
+            key = tuple(nodes)
+            state = tuple(self._node_state(view, n, donors, per_node, free, planned) for n in nodes)
+            hit = memo.get(key)
+            if hit is not None and hit[0] == state:
+                plan = hit[1]
+            else:
+                plan = self._best_take(view, jv, role, nodes, idle, per_node, free, planned)
+                if plan is not None:   # kept without the role's name: jobs of one shape may name it otherwise
+                    plan = (plan[0], plan[1][role.name], tuple(plan[2]))
+                memo[key] = (state, plan)
+            if plan is not None and (best is None or plan[0] > best[0] + GAIN_EPS):
+                best = plan
+        if best is None:
+            return None
+        return best[0], {role.name: dict(best[1])}, list(best[2])
+
+    def _node_state(self, view, node: int, donors: bool, per_node, free, planned) -> tuple:
+        """What ``_best_take`` reads of one node: its free resources and, when the donors count
+        (``donors``: ``per_node`` is the donor lists), each donor's tasks there with the GPUs it
+        holds and its floor (its efficiency losses follow from those); then the donors' tasks
+        there in all. Kept across decisions (``_node_states``) until ``_refresh`` finds the node
+        changed, so a decision works out the few nodes it changed."""
+        key = (node, donors)
+        state = self._node_states.get(key)
+        if state is None:
+            on = per_node.get(node)
+            held = ()
+            if on:
+                held = tuple((vid, c) + self._facts_of(view, vid, planned)[:2] for vid, c in on.items())
+            state = self._node_states[key] = (tuple(free[node].tolist()), held, sum(h[1] for h in held))
+        return state
+
+    def _refresh(self, free) -> None:
+        """Drop the kept node states (``_node_state``) that may no longer hold: every state of a node
+        whose free resources differ from those they were read on, and the states that read the
+        donors of a node whose donors changed since (``_stale``: a donor listed or unlisted there,
+        changed by a decision, or laid over by one, ``_donors``)."""
+        states, seen = self._node_states, self._free_seen
+        if seen is None or seen.shape != free.shape:
+            states.clear()
+        else:
+            for n in np.flatnonzero((free != seen).any(axis=1)).tolist():
+                states.pop((n, True), None)
+                states.pop((n, False), None)
+        for n in self._stale:
+            states.pop((n, True), None)
+        self._stale.clear()
+        self._free_seen = free.copy()
 
     def _shape(self, jv, role, lo) -> tuple:
         """What R1's search reads of a waiting job: its task demand, request, the fewest GPUs it may
@@ -508,7 +591,7 @@ class ElasticTiresias(Tiresias):
         floor = {}
         heap = []
         left = {}      # (victim, node) -> its tasks there
-        info = self._donor_info
+        loss = {}
         for node in nodes:
             on = per_node.get(node)
             if not on:
@@ -516,13 +599,10 @@ class ElasticTiresias(Tiresias):
             for vid, c in on.items():
                 left[(vid, node)] = c
                 if vid not in counts:
-                    got = info.get(vid)
-                    if got is None:
-                        got = info[vid] = self._donor_facts(view, vid, planned)
-                    counts[vid], floor[vid] = got[0], got[1]
+                    counts[vid], floor[vid], loss[vid] = self._facts_of(view, vid, planned)
         for (vid, node), c in left.items():
             if counts[vid] > floor[vid] and c > 0:
-                heapq.heappush(heap, (info[vid][2], vid, node))
+                heapq.heappush(heap, (loss[vid], vid, node))
         placed = {n: 0 for n in nodes}
         spare = {n: int(idle[n]) for n in nodes}
         taken: dict[tuple, int] = {}
@@ -557,16 +637,22 @@ class ElasticTiresias(Tiresias):
                     best = (gain, alloc, [(vid, n, d) for (vid, n), d in taken.items()])
         return best
 
-    def _donor_facts(self, view, vid: str, planned) -> tuple:
+    def _facts_of(self, view, vid: str, planned) -> tuple:
         """(GPUs it holds after the decision so far, its floor, the efficiency it loses giving one
-        up): what ``_best_take`` reads of a donor. Kept while the donor lists are
-        (``_donor_info``, reset with ``_donor_cache``): no donor changes in between, and the walk
-        asks for the same donors once per node set of each waiting job."""
+        up): what ``_best_take`` reads of a donor. They follow from its allocation alone, so they
+        are kept with the allocation they were read off (``_facts``) until the donor holds another:
+        the allocations the engine keeps are read-only, and a decision's are new dicts."""
+        alloc = planned[vid]
+        got = self._facts.get(vid)
+        if got is not None and got[0] is alloc:
+            return got[1]
         vjv = view.running[vid]
         vrole = vjv.roles[0]
-        n = sum(planned[vid].get(vrole.name, {}).values())
+        n = sum(alloc.get(vrole.name, {}).values())
         floor = self._floor(vrole)
-        return n, floor, (self._loss(vjv, n) if n > floor else None)
+        facts = (n, floor, (self._loss(vjv, n) if n > floor else None))
+        self._facts[vid] = (alloc, facts)
+        return facts
 
     def _cpu_mem_fit(self, view, jv, alloc, free, taken) -> bool:
         """The job's tasks fit each node once the victims' leaving tasks are gone (CPU, memory too)."""

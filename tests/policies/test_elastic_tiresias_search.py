@@ -1,0 +1,90 @@
+"""R1's search kept across decisions (Elastic-Tiresias ``_search``): at every decision it must
+answer exactly what searching every node set afresh answers (the outputs stay byte-identical)."""
+
+import math
+import random
+from dataclasses import replace
+
+import pytest
+
+from clustersim.policies.elastic_tiresias import ElasticTiresias
+from clustersim.simulator.engine import Engine
+from clustersim.simulator.overhead import ConstantOverhead
+from tests.factories import cluster, gpu_job, jobs
+
+
+class CheckedSearch(ElasticTiresias):
+    """Elastic-Tiresias that checks each search against ``_best_take`` run on every node set with
+    no kept plan and no kept donor facts (the code the kept plans replaced)."""
+
+    def __init__(self, **params):
+        super().__init__(**params)
+        self.searches = self.sets = self.searched = 0
+
+    def _best_take(self, *args):
+        self.searched += 1
+        return super()._best_take(*args)
+
+    def _search(self, view, jv, role, shape, k, idle, per_node, free, planned):
+        before = self.searched
+        kept = super()._search(view, jv, role, shape, k, idle, per_node, free, planned)
+        self.sets -= self.searched - before     # the sets the kept plans answered
+        facts, self._facts = self._facts, {}    # read every donor afresh
+        full = None
+        options = self._options(view, free, role.demand, k, idle, per_node, planned)
+        assert options == self._full_options(view, free, k, idle, per_node)
+        for nodes in options:
+            plan = ElasticTiresias._best_take(self, view, jv, role, nodes, idle, per_node, free, planned)
+            if plan is not None and (full is None or plan[0] > full[0] + 1e-9):
+                full = plan
+            self.sets += 1
+        for vid, (alloc, got) in self._facts.items():   # the facts kept equal the facts read afresh
+            if vid in facts and facts[vid][0] is alloc:
+                assert facts[vid][1] == got
+        self._facts = facts
+        assert kept == full
+        self.searches += 1
+        return kept
+
+
+    @staticmethod
+    def _full_options(view, free, k, idle, per_node) -> list:
+        """Each up node with an idle GPU or a donor when k = 1, else the k up nodes with the most
+        GPUs to give (idle plus the donors' tasks there), ties to the lower index."""
+        up = view.cluster.up
+        if k == 1:
+            return [[n] for n in range(len(free)) if up[n] and (idle[n] > 0 or per_node.get(n))]
+        avail = {n: int(idle[n]) + sum(per_node.get(n, {}).values()) for n in range(len(free)) if up[n]}
+        return [sorted(avail, key=lambda n: (-avail[n], n))[:k]]
+
+
+class Curves:
+    """Three speed-up curves, by job index: linear, square root, saturating at 3 GPUs."""
+
+    def rate(self, spec, alloc, cluster=None):
+        n = sum(sum(t.values()) for t in alloc.values())
+        return (n, math.sqrt(n), min(n, 3) + 0.01 * n)[spec.index % 3]
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_kept_search_matches_a_fresh_search(seed):
+    """Random overloaded runs (elastic and rigid jobs of 1-8 GPUs, some with CPU demands that bind,
+    two role names, on three 4-GPU machines of 16 cores; demotions after 50 and 400 GPU-s): every
+    R1 search equals the search of every node set afresh, and most node sets are answered by a
+    kept plan."""
+    rng = random.Random(seed)
+    specs = []
+    for i in range(80):
+        g = rng.choice([1, 1, 2, 3, 4, 6, 8])
+        lo = rng.choice([None, 1, 1, max(1, g // 2)])
+        s = gpu_job(f"j{i}", rng.uniform(0, 900), g, rng.uniform(20, 900), work=rng.uniform(20, 900),
+                    min_gpus=lo, max_gpus=None if lo is None else min(g * 2, 12))
+        role = replace(s.roles[0], cpu=rng.choice([0.0, 0.0, 3.0, 5.0]), name=rng.choice(["worker", "trainer"]))
+        specs.append(replace(s, roles=(role,)))
+    pol = CheckedSearch(thresholds=[50.0, 400.0], compaction_threshold=2, migrate_to_fewer_machines=seed % 2 == 1)
+    rec = Engine(jobs(*sorted(specs, key=lambda s: s.submit_time)), cluster(nodes=3, gpus=4, cpus=16), pol,
+                 speed=Curves(), overhead=ConstantOverhead(start_s=5.0, resume_s=5.0, rescale_s=8.0,
+                                                           stop_free=seed >= 2, pause_s=2.0)).run()
+    assert rec.summary()["jobs_finished"] == 80
+    assert pol.searches > 100 and pol.compactions > 0
+    assert pol.sets > 100   # node sets answered by a kept plan: the check covers them
