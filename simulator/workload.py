@@ -18,6 +18,7 @@ loss curve and its profile's dataset size give its work. docs/models/workload.md
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from itertools import repeat
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -30,7 +31,7 @@ from clustersim.simulator.params import NonNegative, PositiveCount, Range, check
 from clustersim.simulator.rng import component_rng
 from clustersim.simulator.speed import scaling_role, scaling_role_of
 from clustersim.simulator.errors import ConfigError, TraceError
-from clustersim.simulator.arrow import release_unused, role_rows
+from clustersim.simulator.arrow import release_unused, to_numpy
 
 COLUMNS = ["job_id", "submit_time", "duration", "iterations", "roles", "tenant", "user", "model",
            "deadline", "priority", "batch_size", "gpu_type"]
@@ -186,16 +187,15 @@ def build_jobs(table: pa.Table, source: str = "trace", assignment: Assignment | 
     release_unused()   # what checking and sizing the table took from Arrow's pool: back to the OS before the specs
     interned: dict[tuple, tuple[RoleSpec, ...]] = {}
     rng = BlockDraws(component_rng(seed, "workload")) if assignment else None
-    rates: dict = {}   # (profile, batch, roles) -> rate at the requested allocation, placed packed
-    matched: dict = {}   # (model, roles) -> (family, the model's profile or None): a few distinct per trace
+    # roles are interned (one tuple per kind, held in ``interned``): keyed by identity, hashed without a call per role
+    rates: dict = {}   # (profile, batch, id of roles) -> rate at the requested allocation, placed packed
+    matched: dict = {}   # (model, id of roles) -> (family, the model's profile or None): a few distinct per trace
     drawn: dict = {}     # (model name without a profile, family) -> jobs given a drawn profile (unknown: warn)
     pools: dict = {}     # family -> the profiles of its pool (profile.pool), for the drawn ones
     jobs = []
-    for i, (job_id, submit, duration, iterations, key, tenant, user, model, deadline, priority, batch, gpu_type) in \
-            enumerate(_rows(table, ROWS_AT_ONCE)):
-        roles = interned.get(key)
-        if roles is None:
-            roles = interned[key] = tuple(RoleSpec(*r) for r in key)
+    unsized = False      # a job with no work yet: convergence-driven (its loss curve sizes it)
+    for i, (job_id, submit, duration, iterations, roles, tenant, user, model, deadline, priority, batch, gpu_type) in \
+            enumerate(_rows(table, ROWS_AT_ONCE, interned)):
         if assignment is None:
             if duration is None:
                 raise TraceError(f"{source}: row {i} (job {job_id!r}): no duration, and no speed profile to turn "
@@ -203,21 +203,27 @@ def build_jobs(table: pa.Table, source: str = "trace", assignment: Assignment | 
             jobs.append(JobSpec(i, job_id, submit, roles, iterations or duration or 0.0, duration, tenant, user, model,
                                 model, deadline, priority, batch, gpu_type))
             continue
-        m = matched.get((model, key))
+        m = matched.get((model, id(roles)))
         if m is None:
             family = family_of(roles)
-            m = matched[(model, key)] = (family, assignment.match(model, family))
+            m = matched[(model, id(roles))] = (family, assignment.match(model, family))
         family, prof = m
         if prof is None:
-            prof = _drawn(assignment, rng, pools, model, family, lambda: f"{source}: row {i} (job {job_id!r})")
+            pool = None if model else pools.get(family)   # no name, a pool looked up before: _drawn's draw
+            if pool:
+                prof = pool[rng.integers(len(pool))]
+            else:
+                prof = _drawn(assignment, rng, pools, model, family, lambda: f"{source}: row {i} (job {job_id!r})")
             if model:
                 drawn[(model, family)] = drawn.get((model, family), 0) + 1
         if batch is None and assignment.batch == "per_gpu":
             batch = _per_gpu_batch(prof, roles, f"{source}: row {i} (job {job_id!r})")
         sized_by_duration = duration is not None and not (iterations and assignment.work == "iterations")
-        rate = rates.get((prof.name, batch, roles)) if sized_by_duration else None
+        rate = rates.get((prof.name, batch, id(roles))) if sized_by_duration else None
         if rate is not None:   # a shape whose rate is known, sized by its duration: _with_profile's first case, no dict
-            jobs.append(JobSpec(i, job_id, submit, roles, duration * rate, duration, tenant, user, model, prof.name,
+            work = duration * rate
+            unsized = unsized or work == 0
+            jobs.append(JobSpec(i, job_id, submit, roles, work, duration, tenant, user, model, prof.name,
                                 deadline, priority, batch, gpu_type))
             continue
         fields = dict(index=i, job_id=job_id, submit_time=submit, roles=roles, total_work=iterations or duration or 0.0,
@@ -225,29 +231,102 @@ def build_jobs(table: pa.Table, source: str = "trace", assignment: Assignment | 
                       priority=priority, batch_size=batch, gpu_type=gpu_type)
         _with_profile(fields, assignment, cluster, rates, f"{source}: row {i} (job {job_id!r})", prof,
                       counted=bool(iterations))
+        unsized = unsized or fields["total_work"] == 0
         jobs.append(JobSpec(**fields))
     if rng is not None:
         rng.settle()
     if drawn:
         _warn_drawn(source, drawn)
-    if assignment and (assignment.curves_for_all or any(s.total_work == 0 for s in jobs)):
+    if assignment and (assignment.curves_for_all or unsized):
         from clustersim.simulator.convergence import assign_curves
         jobs = assign_curves(jobs, assignment, component_rng(seed, "convergence"), source, assignment.curves_for_all)
         jobs = [s if s.duration is not None else replace(s, duration=s.total_work / rates[_rate_key(s)]) for s in jobs]
     return jobs
 
 
-def _rows(table: pa.Table, at_once: int):
+def _rows(table: pa.Table, at_once: int, interned: dict):
     """The job table's rows as tuples in ``COLUMNS``' order, made a slice of rows at a time (a
     10M-job table's columns as Python lists would hold gigabytes at once); a name (tenant, user,
-    model, GPU type) is one string object per distinct name, not one per job."""
-    names = {COLUMNS.index(c): {} for c in ("tenant", "user", "model", "gpu_type")}
+    model, GPU type) is one string object per distinct name, not one per job, and a row's roles
+    one tuple of ``RoleSpec`` per kind (``interned``: kind -> its tuple, ``role_kinds``)."""
+    names: dict[str, dict] = {c: {} for c in ("tenant", "user", "model", "gpu_type")}
     for start in range(0, table.num_rows, at_once):
         part = table.slice(start, at_once)
-        cols = [part.column(c).to_pylist() if c != "roles" else role_rows(part.column(c)) for c in COLUMNS]
-        for k, seen in names.items():
-            cols[k] = [seen.setdefault(v, v) for v in cols[k]]
+        codes, kinds = role_kinds(part.column("roles"))
+        specs = [interned[k] if k in interned else interned.setdefault(k, tuple(RoleSpec(*r) for r in k))
+                 for k in kinds]
+        cols = []
+        for c in COLUMNS:
+            column = part.column(c)
+            if c == "roles":
+                cols.append([specs[k] for k in codes.tolist()])
+            elif column.null_count == len(part):   # a column the trace does not give
+                cols.append(repeat(None, len(part)))
+            elif c in names:
+                seen = names[c]
+                cols.append([seen.setdefault(v, v) for v in column.to_pylist()])
+            else:
+                cols.append(column.to_pylist())
         yield from zip(*cols)
+
+
+def role_kinds(column: pa.ChunkedArray | pa.Array) -> tuple[np.ndarray, list[tuple]]:
+    """The job table's ``roles`` column as kinds: each row's code, and each distinct kind (in the
+    order of the row it first appears in) as ``role_rows`` gives that row: a tuple of value
+    tuples in ``RoleSpec``'s order. Two rows are of one kind when ``role_rows`` gives them equal
+    tuples. A trace has a few kinds; they are found in numpy from the column's buffers, without a
+    tuple per row (a million jobs, a million tuples)."""
+    if isinstance(column, pa.ChunkedArray):
+        column = column.combine_chunks()
+    if not len(column):
+        return np.empty(0, dtype=np.int64), []
+    offsets = to_numpy(column.offsets).astype(np.int64)
+    flat = column.values.slice(offsets[0], offsets[-1] - offsets[0])
+    names, name_bytes = _string_rows(flat.field("name"))
+    numbers = np.stack([to_numpy(flat.field(f)).astype(np.float64) for f in _ROLE_VALUES], axis=1) + 0.0  # -0.0 == 0.0
+    first, role = _distinct_rows(np.concatenate([name_bytes, numbers.view(np.uint8)], axis=1))
+    columns = [to_numpy(flat.field(f))[first].tolist() for f in _ROLE_VALUES]   # as to_pylist gives them
+    role_values = list(zip([names(i) for i in first], *columns))
+    per_job = np.diff(offsets)
+    if len(per_job) and (per_job == 1).all():   # one role each: a job's kind is its role's
+        return role, [(r,) for r in role_values]
+    width = int(per_job.max(initial=0))
+    padded = np.full((len(per_job), width), -1, dtype=np.int64)
+    padded[np.arange(width) < per_job[:, None]] = role
+    first, kind = _distinct_rows(padded.view(np.uint8).reshape(len(per_job), -1))
+    return kind, [tuple(role_values[r] for r in padded[i] if r >= 0) for i in first]
+
+
+_ROLE_VALUES = ("count", "gpu", "cpu", "mem", "min_count", "max_count")   # RoleSpec's fields after its name
+
+
+def _string_rows(strings: pa.Array):
+    """A string column's rows as a byte matrix (each row's UTF-8 bytes, zero-padded, then its
+    length: equal rows of it are equal strings) and a function giving row i's string."""
+    _, offset_buf, data_buf = strings.buffers()
+    start = strings.offset
+    offsets = np.frombuffer(offset_buf, dtype=np.int32, count=start + len(strings) + 1)[start:].astype(np.int64)
+    data = np.frombuffer(data_buf, dtype=np.uint8) if data_buf is not None else np.zeros(0, np.uint8)
+    lengths = np.diff(offsets)
+    width = int(lengths.max(initial=0))
+    at = offsets[:-1, None] + np.arange(width)
+    inside = np.arange(width) < lengths[:, None]
+    padded = np.where(inside, data[np.minimum(at, max(len(data) - 1, 0))] if len(data) else 0, 0).astype(np.uint8)
+    matrix = np.concatenate([padded, lengths[:, None].view(np.uint8)], axis=1)
+    return (lambda i: bytes(data[offsets[i]:offsets[i + 1]]).decode("utf-8")), matrix
+
+
+def _distinct_rows(m: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Of a byte matrix's rows: (the index of each distinct row's first occurrence, in row order;
+    each row's code into them)."""
+    if not len(m):
+        return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64)
+    rows = np.ascontiguousarray(m).view(np.dtype((np.void, m.shape[1]))).ravel()
+    _, first, inverse = np.unique(rows, return_index=True, return_inverse=True)   # first: a stable sort's
+    order = np.argsort(first, kind="stable")   # codes in the order of first appearance
+    rank = np.empty_like(order)
+    rank[order] = np.arange(len(order))
+    return first[order], rank[inverse.ravel()]
 
 
 def _warn_drawn(source: str, drawn: dict) -> None:
@@ -273,7 +352,7 @@ def _per_gpu_batch(prof, roles, where: str) -> int:
 
 
 def _rate_key(spec: JobSpec) -> tuple:
-    return spec.profile, spec.batch_size, spec.roles
+    return spec.profile, spec.batch_size, id(spec.roles)
 
 
 class BlockDraws:
@@ -335,7 +414,7 @@ def _with_profile(fields: dict, a: Assignment, cluster, rates: dict, where: str,
     iterations`` (a trace whose durations are its iterations over the very table the profile
     holds, rounded to whole seconds: ElasticFlow's)."""
     fields["profile"] = prof.name
-    key = (prof.name, fields["batch_size"], fields["roles"])
+    key = (prof.name, fields["batch_size"], id(fields["roles"]))
     rate = rates.get(key)
     if rate is None:   # a few distinct keys per trace: a spec made for the speed model only then
         spec = JobSpec(**fields)

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
+from clustersim.simulator import arrow
 from clustersim.traces import register
 from clustersim.traces.collect import BadRows, Jobs, checked_table
 from clustersim.traces.csvrows import NotPlain, Ordered, number, numbers, plain_blocks, rows, text
@@ -97,7 +98,8 @@ def _at_once(path: Path, cpu_per_gpu: float, mem_per_gpu: float, tables: dict | 
     if (np.diff(out["submit_time"]) < 0).any():   # Ordered
         return None
     n = len(out["job_id"])
-    out.update(status=["completed"] * n, tenant=[path.stem] * n)
+    out.update(status=arrow.decoded(np.zeros(n, dtype=np.int64), ["completed"]),
+               tenant=arrow.decoded(np.zeros(n, dtype=np.int64), [path.stem]))
     keys = zip(out.pop("gpus").tolist())   # what a job's role comes from: its GPUs (elastic: and model and batch)
     if tables is not None:
         keys = ((g, m, b) for (g,), m, b in zip(keys, out.get("model", [None] * n),

@@ -8,6 +8,7 @@ GPUs), CPU cores, memory GB. See docs/job_table.md for the meaning of every fiel
 from __future__ import annotations
 
 import math
+import weakref
 from dataclasses import dataclass
 
 import numpy as np
@@ -104,7 +105,8 @@ _SIMPLE = frozenset({pa.string(), pa.float64(), pa.int32(), pa.int64(), pa.bool_
 
 
 def build_table(columns: dict[str, list]) -> pa.Table:
-    """Assemble a job table from python columns; absent optional columns become nulls.
+    """Assemble a job table from python columns (or Arrow arrays of the column's type); absent
+    optional columns become nulls.
 
     ``roles`` holds one list of ``Role`` per job; ``num_gpus`` is derived from it.
     """
@@ -117,7 +119,7 @@ def build_table(columns: dict[str, list]) -> pa.Table:
         elif field.name == "num_gpus":
             data["num_gpus"] = arrow.array(num_gpus, pa.float64())
         elif field.name == "status" and "status" not in columns:
-            data["status"] = arrow.array(["unknown"] * n, pa.string())
+            data["status"] = arrow.decoded(np.zeros(n, dtype=np.int64), ["unknown"])
         elif field.name in columns:
             data[field.name] = _column(columns[field.name], field.type)
         else:
@@ -130,6 +132,10 @@ def _column(values: list, type: pa.DataType) -> pa.Array:
     ``pa.array`` on Python objects imports pandas, a third of a second); other types and values
     ``arrow.array`` refuses (an integral float in an integer column) go to ``pa.array``, which
     converts or rejects them as it always did."""
+    if isinstance(values, pa.Array):
+        if values.type != type:
+            raise TypeError(f"expected a {type} column, got {values.type}")
+        return values
     if type in _SIMPLE:
         try:
             return arrow.array(values, type)
@@ -143,17 +149,23 @@ def _column(values: list, type: pa.DataType) -> pa.Array:
 def _roles_column(roles: list, type: pa.DataType) -> tuple[pa.Array, np.ndarray]:
     """The ``roles`` column: each job's list of ``Role`` as ``ROLE`` structs, and each job's GPUs
     (the sum of count x gpu over its roles, added in role order). Generated jobs share a few
-    role objects: each distinct one becomes a struct once (keyed by id: all alive here), and the
-    column takes them in order."""
-    where: dict = {}
+    role objects, and readers a few lists of them: each distinct one becomes a struct once (keyed
+    by id: all alive here), and the column takes them in order."""
+    where: dict = {}   # id of a Role -> its row among the distinct ones
+    lists: dict = {}   # id of a job's list of roles -> their rows
     rows, idx = [], []
     for rs in roles:
-        for r in rs:
-            k = where.get(id(r))
-            if k is None:
-                k = where[id(r)] = len(rows)
-                rows.append(r.as_row())
-            idx.append(k)
+        ks = lists.get(id(rs))
+        if ks is None:
+            ks = []
+            for r in rs:
+                k = where.get(id(r))
+                if k is None:
+                    k = where[id(r)] = len(rows)
+                    rows.append(r.as_row())
+                ks.append(k)
+            lists[id(rs)] = ks
+        idx += ks
     offsets = np.zeros(len(roles) + 1, dtype=np.int32)
     np.cumsum(np.fromiter(map(len, roles), dtype=np.int64, count=len(roles)), out=offsets[1:])
     fields = list(ROLE)
@@ -169,7 +181,20 @@ def _roles_column(roles: list, type: pa.DataType) -> tuple[pa.Array, np.ndarray]
 
 
 def validate(table: pa.Table, source: str) -> pa.Table:
-    """Check a job table's schema and values; raise TraceError naming source, row and reason."""
+    """Check a job table's schema and values; raise TraceError naming source, row and reason.
+    A table is immutable: one that passed is not checked again (a run's trace passes the
+    reader's check, the load's and the build's)."""
+    if _VALID.get(id(table)) is table:
+        return table
+    _check(table, source)
+    _VALID[id(table)] = table
+    return table
+
+
+_VALID: weakref.WeakValueDictionary = weakref.WeakValueDictionary()   # id -> each table that passed, while alive
+
+
+def _check(table: pa.Table, source: str) -> None:
     if not table.schema.equals(JOB_TABLE):
         missing = [f.name for f in JOB_TABLE if f.name not in table.schema.names]
         raise TraceError(f"{source}: job table does not match the canonical schema (missing: {missing})")
@@ -178,17 +203,16 @@ def validate(table: pa.Table, source: str) -> pa.Table:
         counts = pc.value_counts(ids)
         dup = counts.filter(pc.greater(pc.struct_field(counts, "counts"), 1))
         raise TraceError(f"{source}: duplicate job_id {dup[0]['values'].as_py()!r}")
-    bad = first_bad_row(table)
+    bad = _first_bad_row(table)
     if bad is not None:
         row = table.slice(bad, 1).to_pylist()[0]
         where = f"{source}: row {bad} (job {row['job_id']!r})"
         check_job(where, row["submit_time"], row["duration"], row["iterations"], row["status"], row["roles"],
                   start_time=row["start_time"], deadline=row["deadline"])
         raise TraceError(f"{where}: invalid row")  # the two checks disagree: never pass a flagged row
-    return table
 
 
-def first_bad_row(table: pa.Table) -> int | None:
+def _first_bad_row(table: pa.Table) -> int | None:
     """Index of the first row ``check_job`` would reject (vectorized, in numpy: Arrow's kernels
     given a Python scalar import pandas), or None."""
     def ok(col, lower_ok, null_ok, bounded=True):
