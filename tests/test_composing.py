@@ -121,7 +121,8 @@ def test_a_structured_config_registered_later_is_composed(monkeypatch):
 
 def test_only_a_few_compositions_are_kept():
     for policy in ("fifo", "srtf", "tiresias", "drf", "tetris", "sjf", "edf", "themis", "optimus", "es",
-                   "max_min_fairness", "elastic_tiresias", "dlrover", "sidecar", "manual", "k8s_default", "elasticflow"):
+                   "max_min_fairness", "elastic_tiresias", "dlrover", "sidecar", "manual", "k8s_default",
+                   "elasticflow"):
         compose([f"policy={policy}", "seed=1"])
     assert len(composing._kept) <= composing.KEEP
 

@@ -207,9 +207,10 @@ class Jobs:
 def checked_table(cols: dict):
     """The job table of columns a reader parsed at once (``JOB_FIELDS`` names; numbers as numpy
     arrays, absent optional ones null) when every job passes what ``Jobs.add`` checks (a
-    non-empty id seen once, ``check_job`` as ``schema.validate`` does it, 32-bit integers); else None, and the reader reads its
-    rows one by one through ``Jobs``, which names the first bad one. (No ``start_time`` here:
-    its order against the submission is a check of ``add`` this does not repeat.)"""
+    non-empty id seen once, ``check_job`` as ``schema.validate`` does it, 32-bit integers); else
+    None, and the reader reads its rows one by one through ``Jobs``, which names the first bad
+    one. (No ``start_time`` here: its order against the submission is a check of ``add`` this
+    does not repeat.)"""
     if "start_time" in cols:
         raise ValueError("checked_table: a start_time column is checked row by row (Jobs.add)")
     if not all(cols["job_id"]):
