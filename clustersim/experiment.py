@@ -451,8 +451,8 @@ def report(cfg: DictConfig | dict, summary: dict, run_dir: str | Path, warnings:
 
 
 def compose(overrides: list[str] | tuple[str, ...] = ()) -> DictConfig:
-    """The config `clustersim <overrides>` would run, for notebooks and scripts."""
-    from hydra import compose as hydra_compose, initialize_config_module
+    """The config `clustersim <overrides>` would run, for notebooks and scripts (a choice of config
+    groups is composed once per process: clustersim/composing.py)."""
+    from clustersim.composing import compose as composed
 
-    with initialize_config_module(config_module="clustersim.configs", version_base=None):
-        return hydra_compose("config", overrides=list(overrides))
+    return composed(list(overrides))

@@ -18,6 +18,7 @@ loss curve and its profile's dataset size give its work. docs/models/workload.md
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from itertools import repeat
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -30,7 +31,7 @@ from clustersim.simulator.params import NonNegative, PositiveCount, Range, check
 from clustersim.simulator.rng import component_rng
 from clustersim.simulator.speed import scaling_role, scaling_role_of
 from clustersim.simulator.errors import ConfigError, TraceError
-from clustersim.simulator.arrow import release_unused, role_rows
+from clustersim.simulator.arrow import release_unused, to_numpy
 
 COLUMNS = ["job_id", "submit_time", "duration", "iterations", "roles", "tenant", "user", "model",
            "deadline", "priority", "batch_size", "gpu_type"]
@@ -186,68 +187,197 @@ def build_jobs(table: pa.Table, source: str = "trace", assignment: Assignment | 
     release_unused()   # what checking and sizing the table took from Arrow's pool: back to the OS before the specs
     interned: dict[tuple, tuple[RoleSpec, ...]] = {}
     rng = BlockDraws(component_rng(seed, "workload")) if assignment else None
-    rates: dict = {}   # (profile, batch, roles) -> rate at the requested allocation, placed packed
-    matched: dict = {}   # (model, roles) -> (family, the model's profile or None): a few distinct per trace
+    # roles are interned (one tuple per kind, held in ``interned``): keyed by identity, hashed without a call per role
+    rates: dict = {}   # (profile, batch, id of roles) -> rate at the requested allocation, placed packed
+    matched: dict = {}   # (model, id of roles) -> (family, the model's profile or None): a few distinct per trace
     drawn: dict = {}     # (model name without a profile, family) -> jobs given a drawn profile (unknown: warn)
     pools: dict = {}     # family -> the profiles of its pool (profile.pool), for the drawn ones
     jobs = []
-    for i, (job_id, submit, duration, iterations, key, tenant, user, model, deadline, priority, batch, gpu_type) in \
-            enumerate(_rows(table, ROWS_AT_ONCE)):
-        roles = interned.get(key)
-        if roles is None:
-            roles = interned[key] = tuple(RoleSpec(*r) for r in key)
-        if assignment is None:
-            if duration is None:
-                raise TraceError(f"{source}: row {i} (job {job_id!r}): no duration, and no speed profile to turn "
-                                 "its iterations into time")
-            jobs.append(JobSpec(i, job_id, submit, roles, iterations or duration or 0.0, duration, tenant, user, model,
-                                model, deadline, priority, batch, gpu_type))
+    unsized = False      # a job with no work yet: convergence-driven (its loss curve sizes it)
+    for start, cols in _slices(table, ROWS_AT_ONCE, interned):
+        done = _at_once(start, cols, assignment, cluster, rates, matched, pools, drawn, rng, source) \
+            if assignment is not None else None
+        if done is not None:
+            jobs += done
+            unsized = unsized or any(s.total_work == 0 for s in done)
             continue
-        m = matched.get((model, key))
-        if m is None:
-            family = family_of(roles)
-            m = matched[(model, key)] = (family, assignment.match(model, family))
-        family, prof = m
-        if prof is None:
-            prof = _drawn(assignment, rng, pools, model, family, lambda: f"{source}: row {i} (job {job_id!r})")
-            if model:
-                drawn[(model, family)] = drawn.get((model, family), 0) + 1
-        if batch is None and assignment.batch == "per_gpu":
-            batch = _per_gpu_batch(prof, roles, f"{source}: row {i} (job {job_id!r})")
-        sized_by_duration = duration is not None and not (iterations and assignment.work == "iterations")
-        rate = rates.get((prof.name, batch, roles)) if sized_by_duration else None
-        if rate is not None:   # a shape whose rate is known, sized by its duration: _with_profile's first case, no dict
-            jobs.append(JobSpec(i, job_id, submit, roles, duration * rate, duration, tenant, user, model, prof.name,
-                                deadline, priority, batch, gpu_type))
-            continue
-        fields = dict(index=i, job_id=job_id, submit_time=submit, roles=roles, total_work=iterations or duration or 0.0,
-                      duration=duration, tenant=tenant, user=user, model=model, profile=model, deadline=deadline,
-                      priority=priority, batch_size=batch, gpu_type=gpu_type)
-        _with_profile(fields, assignment, cluster, rates, f"{source}: row {i} (job {job_id!r})", prof,
-                      counted=bool(iterations))
-        jobs.append(JobSpec(**fields))
+        for i, (job_id, submit, duration, iterations, roles, tenant, user, model, deadline, priority, batch,
+                gpu_type) in enumerate(zip(*cols), start):
+            if assignment is None:
+                if duration is None:
+                    raise TraceError(f"{source}: row {i} (job {job_id!r}): no duration, and no speed profile to "
+                                     "turn its iterations into time")
+                jobs.append(JobSpec(i, job_id, submit, roles, iterations or duration or 0.0, duration, tenant, user,
+                                    model, model, deadline, priority, batch, gpu_type))
+                continue
+            m = matched.get((model, id(roles)))
+            if m is None:
+                family = family_of(roles)
+                m = matched[(model, id(roles))] = (family, assignment.match(model, family))
+            family, prof = m
+            if prof is None:
+                prof = _drawn(assignment, rng, pools, model, family, lambda: f"{source}: row {i} (job {job_id!r})")
+                if model:
+                    drawn[(model, family)] = drawn.get((model, family), 0) + 1
+            if batch is None and assignment.batch == "per_gpu":
+                batch = _per_gpu_batch(prof, roles, f"{source}: row {i} (job {job_id!r})")
+            fields = dict(index=i, job_id=job_id, submit_time=submit, roles=roles,
+                          total_work=iterations or duration or 0.0, duration=duration, tenant=tenant, user=user,
+                          model=model, profile=model, deadline=deadline, priority=priority, batch_size=batch,
+                          gpu_type=gpu_type)
+            _with_profile(fields, assignment, cluster, rates, f"{source}: row {i} (job {job_id!r})", prof,
+                          counted=bool(iterations))
+            unsized = unsized or fields["total_work"] == 0
+            jobs.append(JobSpec(**fields))
     if rng is not None:
         rng.settle()
     if drawn:
         _warn_drawn(source, drawn)
-    if assignment and (assignment.curves_for_all or any(s.total_work == 0 for s in jobs)):
+    if assignment and (assignment.curves_for_all or unsized):
         from clustersim.simulator.convergence import assign_curves
         jobs = assign_curves(jobs, assignment, component_rng(seed, "convergence"), source, assignment.curves_for_all)
         jobs = [s if s.duration is not None else replace(s, duration=s.total_work / rates[_rate_key(s)]) for s in jobs]
     return jobs
 
 
-def _rows(table: pa.Table, at_once: int):
-    """The job table's rows as tuples in ``COLUMNS``' order, made a slice of rows at a time (a
-    10M-job table's columns as Python lists would hold gigabytes at once); a name (tenant, user,
-    model, GPU type) is one string object per distinct name, not one per job."""
-    names = {COLUMNS.index(c): {} for c in ("tenant", "user", "model", "gpu_type")}
+def _first_rows(keys: list) -> list[tuple]:
+    """Each distinct key and the first row it is at, in row order."""
+    first = dict(zip(reversed(keys), range(len(keys) - 1, -1, -1)))   # later pairs: earlier rows, kept
+    return sorted(first.items(), key=lambda kv: kv[1])
+
+
+def _slices(table: pa.Table, at_once: int, interned: dict):
+    """The job table's columns in ``COLUMNS``' order as Python lists, a slice of rows at a time (a
+    10M-job table's columns as Python lists would hold gigabytes at once), with the slice's first
+    row; a name (tenant, user, model, GPU type) is one string object per distinct name, not one
+    per job, and a row's roles one tuple of ``RoleSpec`` per kind (``interned``: kind -> its
+    tuple, ``role_kinds``)."""
+    names: dict[str, dict] = {c: {} for c in ("tenant", "user", "model", "gpu_type")}
     for start in range(0, table.num_rows, at_once):
         part = table.slice(start, at_once)
-        cols = [part.column(c).to_pylist() if c != "roles" else role_rows(part.column(c)) for c in COLUMNS]
-        for k, seen in names.items():
-            cols[k] = [seen.setdefault(v, v) for v in cols[k]]
-        yield from zip(*cols)
+        codes, kinds = role_kinds(part.column("roles"))
+        specs = [interned[k] if k in interned else interned.setdefault(k, tuple(RoleSpec(*r) for r in k))
+                 for k in kinds]
+        cols = []
+        for c in COLUMNS:
+            column = part.column(c)
+            if c == "roles":
+                cols.append([specs[k] for k in codes.tolist()])
+            elif column.null_count == len(part):   # a column the trace does not give
+                cols.append([None] * len(part))
+            elif c in names:
+                seen = names[c]
+                cols.append([seen.setdefault(v, v) for v in column.to_pylist()])
+            else:
+                cols.append(column.to_pylist())
+        yield start, cols
+
+
+def _at_once(start: int, cols: list, a: Assignment, cluster, rates: dict, matched: dict, pools: dict, drawn: dict,
+             rng: "BlockDraws", source: str) -> list[JobSpec] | None:
+    """A slice's JobSpecs made column by column, as the row loop of ``build_jobs`` makes them, when
+    every row is sized by its duration, needs no per-GPU batch worked out, and each row without
+    a profile draws from a pool of one size; else None (and nothing drawn): the row loop makes
+    them. Rates not known yet are worked out at the first row of theirs (``_with_profile``,
+    which names that row if it fails: no earlier row of such a slice can fail)."""
+    ids, submits, durations, iterations, roles, tenants, users, models, deadlines, priorities, batches, gpu_types = cols
+    if None in durations or (a.work == "iterations" and any(iterations)) or (a.batch == "per_gpu" and None in batches):
+        return None
+    keys = list(zip(models, map(id, roles)))
+    sizes = set()
+    for key, row in _first_rows(keys):
+        if key not in matched:
+            family = family_of(roles[row])
+            matched[key] = (family, a.match(models[row], family))
+        family, prof = matched[key]
+        if prof is None:
+            pool = None if key[0] and a.unknown == "error" else _pool(a, pools, family)
+            if not pool:
+                return None   # _drawn raises, at its row
+            sizes.add(len(pool))
+    if len(sizes) > 1:
+        return None
+    profs = [matched[key][1] for key in keys]
+    if sizes:   # one draw per row without a profile, in row order: BlockDraws' numbers
+        rows = [row for row, p in enumerate(profs) if p is None]
+        for row, k in zip(rows, rng.many(sizes.pop(), len(rows))):
+            family = matched[keys[row]][0]
+            profs[row] = pools[family][k]
+            if models[row]:
+                drawn[(models[row], family)] = drawn.get((models[row], family), 0) + 1
+    names = [p.name for p in profs]
+    rate_keys = list(zip(names, batches, map(id, roles)))
+    for key, row in _first_rows(rate_keys):
+        if key not in rates:   # at its first row, as the row loop works it out (and names the row if it fails)
+            i = start + row
+            fields = dict(index=i, job_id=ids[row], submit_time=submits[row], roles=roles[row],
+                          total_work=iterations[row] or durations[row], duration=durations[row], tenant=tenants[row],
+                          user=users[row], model=models[row], profile=models[row], deadline=deadlines[row],
+                          priority=priorities[row], batch_size=batches[row], gpu_type=gpu_types[row])
+            _with_profile(fields, a, cluster, rates, f"{source}: row {i} (job {ids[row]!r})", profs[row],
+                          counted=bool(iterations[row]))
+    work = [d * rates[k] for d, k in zip(durations, rate_keys)]
+    return list(map(JobSpec, range(start, start + len(ids)), ids, submits, roles, work, durations, tenants, users,
+                    models, names, deadlines, priorities, batches, gpu_types))
+
+
+def role_kinds(column: pa.ChunkedArray | pa.Array) -> tuple[np.ndarray, list[tuple]]:
+    """The job table's ``roles`` column as kinds: each row's code, and each distinct kind (in the
+    order of the row it first appears in) as ``role_rows`` gives that row: a tuple of value
+    tuples in ``RoleSpec``'s order. Two rows are of one kind when ``role_rows`` gives them equal
+    tuples. A trace has a few kinds; they are found in numpy from the column's buffers, without a
+    tuple per row (a million jobs, a million tuples)."""
+    if isinstance(column, pa.ChunkedArray):
+        column = column.combine_chunks()
+    if not len(column):
+        return np.empty(0, dtype=np.int64), []
+    offsets = to_numpy(column.offsets).astype(np.int64)
+    flat = column.values.slice(offsets[0], offsets[-1] - offsets[0])
+    names, name_bytes = _string_rows(flat.field("name"))
+    numbers = np.stack([to_numpy(flat.field(f)).astype(np.float64) for f in _ROLE_VALUES], axis=1) + 0.0  # -0.0 == 0.0
+    first, role = _distinct_rows(np.concatenate([name_bytes, numbers.view(np.uint8)], axis=1))
+    columns = [to_numpy(flat.field(f))[first].tolist() for f in _ROLE_VALUES]   # as to_pylist gives them
+    role_values = list(zip([names(i) for i in first], *columns))
+    per_job = np.diff(offsets)
+    if len(per_job) and (per_job == 1).all():   # one role each: a job's kind is its role's
+        return role, [(r,) for r in role_values]
+    width = int(per_job.max(initial=0))
+    padded = np.full((len(per_job), width), -1, dtype=np.int64)
+    padded[np.arange(width) < per_job[:, None]] = role
+    first, kind = _distinct_rows(padded.view(np.uint8).reshape(len(per_job), -1))
+    return kind, [tuple(role_values[r] for r in padded[i] if r >= 0) for i in first]
+
+
+_ROLE_VALUES = ("count", "gpu", "cpu", "mem", "min_count", "max_count")   # RoleSpec's fields after its name
+
+
+def _string_rows(strings: pa.Array):
+    """A string column's rows as a byte matrix (each row's UTF-8 bytes, zero-padded, then its
+    length: equal rows of it are equal strings) and a function giving row i's string."""
+    _, offset_buf, data_buf = strings.buffers()
+    start = strings.offset
+    offsets = np.frombuffer(offset_buf, dtype=np.int32, count=start + len(strings) + 1)[start:].astype(np.int64)
+    data = np.frombuffer(data_buf, dtype=np.uint8) if data_buf is not None else np.zeros(0, np.uint8)
+    lengths = np.diff(offsets)
+    width = int(lengths.max(initial=0))
+    at = offsets[:-1, None] + np.arange(width)
+    inside = np.arange(width) < lengths[:, None]
+    padded = np.where(inside, data[np.minimum(at, max(len(data) - 1, 0))] if len(data) else 0, 0).astype(np.uint8)
+    matrix = np.concatenate([padded, lengths[:, None].view(np.uint8)], axis=1)
+    return (lambda i: bytes(data[offsets[i]:offsets[i + 1]]).decode("utf-8")), matrix
+
+
+def _distinct_rows(m: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Of a byte matrix's rows: (the index of each distinct row's first occurrence, in row order;
+    each row's code into them)."""
+    if not len(m):
+        return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64)
+    rows = np.ascontiguousarray(m).view(np.dtype((np.void, m.shape[1]))).ravel()
+    _, first, inverse = np.unique(rows, return_index=True, return_inverse=True)   # first: a stable sort's
+    order = np.argsort(first, kind="stable")   # codes in the order of first appearance
+    rank = np.empty_like(order)
+    rank[order] = np.arange(len(order))
+    return first[order], rank[inverse.ravel()]
 
 
 def _warn_drawn(source: str, drawn: dict) -> None:
@@ -273,7 +403,7 @@ def _per_gpu_batch(prof, roles, where: str) -> int:
 
 
 def _rate_key(spec: JobSpec) -> tuple:
-    return spec.profile, spec.batch_size, spec.roles
+    return spec.profile, spec.batch_size, id(spec.roles)
 
 
 class BlockDraws:
@@ -294,11 +424,26 @@ class BlockDraws:
 
     def integers(self, n: int) -> int:
         if n != self._n or not self._block:
-            self.settle()
-            self._start, self._n, self._used = self.rng.bit_generator.state, n, 0
-            self._block = self.rng.integers(n, size=self.BLOCK).tolist()[::-1]
+            self._refill(n)
         self._used += 1
         return self._block.pop()
+
+    def many(self, n: int, count: int) -> list[int]:
+        """``count`` draws of ``integers(n)``, one after another."""
+        out: list[int] = []
+        while len(out) < count:
+            if n != self._n or not self._block:
+                self._refill(n)
+            k = min(count - len(out), len(self._block))
+            out += self._block[:-k - 1:-1]   # the next k (the next is last)
+            del self._block[-k:]
+            self._used += k
+        return out
+
+    def _refill(self, n: int) -> None:
+        self.settle()
+        self._start, self._n, self._used = self.rng.bit_generator.state, n, 0
+        self._block = self.rng.integers(n, size=self.BLOCK).tolist()[::-1]
 
     def settle(self) -> None:
         """The stream as if only the used draws of the block had been made."""
@@ -319,13 +464,18 @@ def _drawn(a: Assignment, rng: BlockDraws, pools: dict, model: str | None, famil
     if model and a.unknown == "error":
         raise TraceError(f"{where()}: model {model!r} has no {family} profile (profile.unknown: error); "
                          f"map it with profile.models.<name>=<profile>; known: {', '.join(a.zoo.names(family))}")
+    pool = _pool(a, pools, family)
+    if not pool:
+        raise TraceError(f"{where()}: no {family} profile to draw from (profile.pool.{family} is empty)")
+    return pool[rng.integers(len(pool))]
+
+
+def _pool(a: Assignment, pools: dict, family: str) -> list:
+    """The profiles of ``family``'s pool (``pools`` keeps each, looked up once); empty: none."""
     pool = pools.get(family)
     if pool is None:
-        pool = [a.zoo.profile(name) for name in a.pool.get(family) or []]
-        if not pool:
-            raise TraceError(f"{where()}: no {family} profile to draw from (profile.pool.{family} is empty)")
-        pools[family] = pool
-    return pool[rng.integers(len(pool))]
+        pool = pools[family] = [a.zoo.profile(name) for name in a.pool.get(family) or []]
+    return pool
 
 
 def _with_profile(fields: dict, a: Assignment, cluster, rates: dict, where: str, prof, counted: bool = False) -> None:
@@ -335,7 +485,7 @@ def _with_profile(fields: dict, a: Assignment, cluster, rates: dict, where: str,
     iterations`` (a trace whose durations are its iterations over the very table the profile
     holds, rounded to whole seconds: ElasticFlow's)."""
     fields["profile"] = prof.name
-    key = (prof.name, fields["batch_size"], fields["roles"])
+    key = (prof.name, fields["batch_size"], id(fields["roles"]))
     rate = rates.get(key)
     if rate is None:   # a few distinct keys per trace: a spec made for the speed model only then
         spec = JobSpec(**fields)

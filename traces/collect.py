@@ -16,7 +16,9 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from clustersim.traces.schema import Role, TraceError, build_table, check_job
+import numpy as np
+
+from clustersim.traces.schema import Role, TraceError, build_table, check_job, validate
 
 ON_BAD_ROW = ("error", "skip")
 NEVER_RAN = ("drop", "keep")  # jobs the trace shows never running: left out (counted) or kept, duration null
@@ -200,3 +202,24 @@ class Jobs:
                     "attempts": [None if a is None else [{"start": shift(x["start"]), "end": shift(x["end"])} for x in a]
                                  for a in cols["attempts"]]}
         return build_table(cols)
+
+
+def checked_table(cols: dict):
+    """The job table of columns a reader parsed at once (``JOB_FIELDS`` names; numbers as numpy
+    arrays, absent optional ones null) when every job passes what ``Jobs.add`` checks (a
+    non-empty id seen once, ``check_job`` as ``schema.validate`` does it, 32-bit integers); else
+    None, and the reader reads its rows one by one through ``Jobs``, which names the first bad
+    one. (No ``start_time`` here: its order against the submission is a check of ``add`` this
+    does not repeat.)"""
+    if "start_time" in cols:
+        raise ValueError("checked_table: a start_time column is checked row by row (Jobs.add)")
+    if not all(cols["job_id"]):
+        return None
+    for k in INT32_FIELDS:
+        v = cols.get(k)
+        if v is not None and len(v) and not (-2**31 <= np.min(v) and np.max(v) < 2**31):
+            return None
+    try:
+        return validate(build_table(cols), "")   # check_job's checks, and each id once
+    except (OverflowError, TraceError):   # OverflowError: a count no int32 holds (check_job's task limit)
+        return None

@@ -12,6 +12,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Iterator, Mapping
 
+import numpy as np
+
 from clustersim.traces.collect import BadRows
 from clustersim.traces.schema import TraceError
 
@@ -57,6 +59,62 @@ def rows(path: Path, required: tuple[str, ...], delimiter: str = ",", *, header:
                 raise no_rows(path)
         except csv.Error as e:
             raise TraceError(f"{path}: line {reader.line_num}: malformed CSV ({e})", line=reader.line_num) from None
+
+
+PLAIN_CHUNK = 1 << 16   # characters ``plain_blocks`` reads at a time (choice: ~1,000 ITP rows; their fields as
+                        # Python strings are ~30x that, so a file given up on partway costs ~2 MB)
+
+
+class NotPlain(Exception):
+    """A file ``plain_blocks`` leaves to ``rows``: its reader reads it row by row instead."""
+
+
+def plain_blocks(path: Path, delimiter: str = ",") -> Iterator[dict[str, list[str]]]:
+    """A CSV file's data lines as columns (header name -> the lines' fields, raw), a block of
+    lines at a time, while every line is plain: no quote, no bad byte, no blank or over-long line,
+    the header's field count on each line, a header of distinct names. csv.reader splits such a
+    line at each delimiter, so these are the fields ``rows`` yields, in the same order. Raises
+    NotPlain at the first line that is not plain, and for a file that cannot be read through or
+    holds no data line: ``rows`` then reads it, naming the line at fault."""
+    longest = min(MAX_LINE - 1, csv.field_size_limit())   # a line's characters before its line break
+    header, rest, data = None, "", 0
+    try:
+        with open_text(path) as f:
+            while rest is not None:
+                chunk = f.read(PLAIN_CHUNK)
+                text = rest + chunk
+                if chunk:   # its whole lines now, the last one's start with the next chunk
+                    cut = text.rfind("\n") + 1
+                    text, rest = text[:cut], text[cut:]
+                    if len(rest) > longest:
+                        raise NotPlain
+                else:
+                    rest = None   # the end: the last line, if it has no line break
+                if not text:
+                    continue
+                if "\r" in text:
+                    text = text.replace("\r\n", "\n")   # csv.reader ends a line at \r\n as at \n
+                if '"' in text or "\r" in text or _BAD_TEXT.search(text):
+                    raise NotPlain
+                lines = text.split("\n")
+                if lines[-1] == "":
+                    lines.pop()
+                if "" in lines or max(map(len, lines)) > longest:
+                    raise NotPlain
+                if header is None:
+                    header = [h.strip() for h in lines.pop(0).split(delimiter)]
+                    if len(set(header)) != len(header):
+                        raise NotPlain
+                rows = [line.split(delimiter) for line in lines]
+                if any(len(r) != len(header) for r in rows):
+                    raise NotPlain
+                if rows:
+                    data += len(rows)
+                    yield dict(zip(header, map(list, zip(*rows))))
+    except (TraceError, *READ_ERRORS):
+        raise NotPlain from None
+    if not data:
+        raise NotPlain
 
 
 def no_rows(path: Path) -> TraceError:
@@ -175,6 +233,28 @@ def number(path: Path, line: int, field: str, value: str, *, minimum: float | No
         raise TraceError(f"{where}: must be >= {minimum:g}, got {value!r}", line=line, field=field)
     if maximum is not None and x > maximum:
         raise TraceError(f"{where}: must be <= {maximum:g}, got {value!r}", line=line, field=field)
+    return x
+
+
+def numbers(values: list[str], *, minimum: float | None = None, positive: bool = False, integer: bool = False,
+            maximum: float | None = None) -> np.ndarray:
+    """``number`` over a column of fields: their values (float64); NotPlain when any of them fails
+    a check of ``number`` (the reader then goes row by row, and ``number`` names it)."""
+    try:
+        x = np.fromiter(map(float, values), dtype=np.float64, count=len(values))   # number()'s parse
+    except ValueError:
+        raise NotPlain from None
+    ok = np.isfinite(x)
+    if integer:
+        ok &= np.floor(x) == x
+    if positive:
+        ok &= x > 0
+    if minimum is not None:
+        ok &= x >= minimum
+    if maximum is not None:
+        ok &= x <= maximum
+    if not ok.all():
+        raise NotPlain
     return x
 
 

@@ -14,9 +14,12 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
+
+from clustersim.simulator import arrow
 from clustersim.traces import register
-from clustersim.traces.collect import BadRows, Jobs
-from clustersim.traces.csvrows import Ordered, number, rows, text
+from clustersim.traces.collect import BadRows, Jobs, checked_table
+from clustersim.traces.csvrows import NotPlain, Ordered, number, numbers, plain_blocks, rows, text
 from clustersim.traces.schema import TraceError, gpu_worker_role
 
 COLUMNS = ("job_id", "submission_time", "duration", "num_gpu")
@@ -51,6 +54,9 @@ def read(path: Path, *, bad: BadRows, cpu_per_gpu: float = 0.0, mem_per_gpu: flo
     if not isinstance(elastic, bool):
         raise TraceError(f"{path}: option elastic must be true or false, got {elastic!r}")
     tables = _tables(path, throughputs) if elastic else None
+    table = _at_once(path, cpu_per_gpu, mem_per_gpu, tables)
+    if table is not None:
+        return table
     jobs = Jobs(path, bad)
     order = Ordered(path, "submission_time")
     tenant = path.stem
@@ -76,6 +82,65 @@ def read(path: Path, *, bad: BadRows, cpu_per_gpu: float = 0.0, mem_per_gpu: flo
                      status="completed", duration=number(path, line, "duration", r["duration"], positive=True),
                      tenant=tenant, **extra)
     return jobs.table()
+
+
+def _at_once(path: Path, cpu_per_gpu: float, mem_per_gpu: float, tables: dict | None):
+    """The job table ``read`` makes, read a block of lines at a time (a fifth of the time), when
+    the file is plain and every row good (``csvrows.plain_blocks``, ``numbers`` and
+    ``collect.checked_table``: the checks of the row loop); else None, and ``read`` reads the file
+    row by row, naming the row at fault."""
+    try:
+        blocks = [_block(cols) for cols in plain_blocks(path)]
+    except NotPlain:
+        return None
+    out = {k: np.concatenate([b[k] for b in blocks]) if isinstance(blocks[0][k], np.ndarray)
+           else [v for b in blocks for v in b[k]] for k in blocks[0]}
+    if (np.diff(out["submit_time"]) < 0).any():   # Ordered
+        return None
+    n = len(out["job_id"])
+    out.update(status=arrow.decoded(np.zeros(n, dtype=np.int64), ["completed"]),
+               tenant=arrow.decoded(np.zeros(n, dtype=np.int64), [path.stem]))
+    keys = zip(out.pop("gpus").tolist())   # what a job's role comes from: its GPUs (elastic: and model and batch)
+    if tables is not None:
+        keys = ((g, m, b) for (g,), m, b in zip(keys, out.get("model", [None] * n),
+                                                 out["batch_size"].tolist() if "batch_size" in out else [None] * n))
+    shared: dict[tuple, list] = {}   # one list of roles per kind of job
+    roles = []
+    for key in keys:
+        rs = shared.get(key)
+        if rs is None:
+            role = gpu_worker_role(key[0], cpu_per_gpu, mem_per_gpu)
+            if tables is not None:
+                try:
+                    role = _elastic(path, 0, role, tables, {"model": key[1], "batch_size": key[2]})
+                except TraceError:
+                    return None
+            rs = shared[key] = [role]
+        roles.append(rs)
+    out["roles"] = roles
+    return checked_table(out)
+
+
+def _block(cols: dict[str, list[str]]) -> dict:
+    """One block of lines' columns, parsed and checked as ``read`` parses a row (NotPlain: a bad
+    value, or a missing column)."""
+    if "submit_time" in cols:   # the ElasticFlow simulator's names, as _rows renames them
+        if any(ours in cols for ours in NATIVE.values()):
+            raise NotPlain
+        cols = {NATIVE.get(k, k): v for k, v in cols.items()}
+    if not all(c in cols for c in COLUMNS):
+        raise NotPlain
+    out = {"job_id": [v.strip() for v in cols["job_id"]], "submit_time": numbers(cols["submission_time"], minimum=0),
+           "gpus": numbers(cols["num_gpu"], positive=True), "duration": numbers(cols["duration"], positive=True)}
+    if all(c in cols for c in EXTRA):
+        out.update(iterations=numbers(cols["num_iteration"], positive=True),
+                   model=[v.strip() or None for v in cols["model_name"]],
+                   deadline=numbers(cols["deadline"], minimum=0),
+                   batch_size=numbers(cols["batch_size"], positive=True, integer=True))
+        if out["batch_size"].max() >= 2**31:   # Jobs.add: a 32-bit integer
+            raise NotPlain
+        out["batch_size"] = out["batch_size"].astype(np.int64)
+    return out
 
 
 def _tables(path: Path, folder: str) -> dict[str, dict[int, int]]:

@@ -8,6 +8,7 @@ GPUs), CPU cores, memory GB. See docs/job_table.md for the meaning of every fiel
 from __future__ import annotations
 
 import math
+import weakref
 from dataclasses import dataclass
 
 import numpy as np
@@ -30,6 +31,7 @@ ROLE = pa.struct(
     ]
 )
 
+ROLES_TYPE = pa.list_(ROLE)
 ATTEMPT = pa.struct([pa.field("start", pa.float64()), pa.field("end", pa.float64())])
 
 STATUSES = ("completed", "failed", "killed", "running", "pending", "unknown")
@@ -45,7 +47,7 @@ JOB_TABLE = pa.schema(
         pa.field("submit_time", pa.float64(), nullable=False),
         pa.field("duration", pa.float64()),
         pa.field("iterations", pa.float64()),
-        pa.field("roles", pa.list_(ROLE), nullable=False),
+        pa.field("roles", ROLES_TYPE, nullable=False),
         pa.field("num_gpus", pa.float64(), nullable=False),
         pa.field("tenant", pa.string()),
         pa.field("user", pa.string()),
@@ -103,20 +105,21 @@ _SIMPLE = frozenset({pa.string(), pa.float64(), pa.int32(), pa.int64(), pa.bool_
 
 
 def build_table(columns: dict[str, list]) -> pa.Table:
-    """Assemble a job table from python columns; absent optional columns become nulls.
+    """Assemble a job table from python columns (or Arrow arrays of the column's type); absent
+    optional columns become nulls.
 
     ``roles`` holds one list of ``Role`` per job; ``num_gpus`` is derived from it.
     """
     n = len(columns["job_id"])
-    roles = columns["roles"]
+    roles, num_gpus = _roles_column(columns["roles"], ROLES_TYPE)
     data = {}
     for field in JOB_TABLE:
         if field.name == "roles":
-            data["roles"] = _roles_column(roles, field.type)
+            data["roles"] = roles
         elif field.name == "num_gpus":
-            data["num_gpus"] = arrow.array([sum(r.count * r.gpu for r in rs) for rs in roles], pa.float64())
+            data["num_gpus"] = arrow.array(num_gpus, pa.float64())
         elif field.name == "status" and "status" not in columns:
-            data["status"] = arrow.array(["unknown"] * n, pa.string())
+            data["status"] = arrow.decoded(np.zeros(n, dtype=np.int64), ["unknown"])
         elif field.name in columns:
             data[field.name] = _column(columns[field.name], field.type)
         else:
@@ -129,6 +132,10 @@ def _column(values: list, type: pa.DataType) -> pa.Array:
     ``pa.array`` on Python objects imports pandas, a third of a second); other types and values
     ``arrow.array`` refuses (an integral float in an integer column) go to ``pa.array``, which
     converts or rejects them as it always did."""
+    if isinstance(values, pa.Array):
+        if values.type != type:
+            raise TypeError(f"expected a {type} column, got {values.type}")
+        return values
     if type in _SIMPLE:
         try:
             return arrow.array(values, type)
@@ -139,30 +146,55 @@ def _column(values: list, type: pa.DataType) -> pa.Array:
     return pa.array(values, type)
 
 
-def _roles_column(roles: list, type: pa.DataType) -> pa.Array:
-    """The ``roles`` column: each job's list of ``Role`` as ``ROLE`` structs. Generated jobs share
-    a few role objects: each distinct one becomes a struct once (keyed by id: all alive here),
-    and the column takes them in order."""
-    where: dict = {}
+def _roles_column(roles: list, type: pa.DataType) -> tuple[pa.Array, np.ndarray]:
+    """The ``roles`` column: each job's list of ``Role`` as ``ROLE`` structs, and each job's GPUs
+    (the sum of count x gpu over its roles, added in role order). Generated jobs share a few
+    role objects, and readers a few lists of them: each distinct one becomes a struct once (keyed
+    by id: all alive here), and the column takes them in order."""
+    where: dict = {}   # id of a Role -> its row among the distinct ones
+    lists: dict = {}   # id of a job's list of roles -> their rows
     rows, idx = [], []
     for rs in roles:
-        for r in rs:
-            k = where.get(id(r))
-            if k is None:
-                k = where[id(r)] = len(rows)
-                rows.append(r.as_row())
-            idx.append(k)
+        ks = lists.get(id(rs))
+        if ks is None:
+            ks = []
+            for r in rs:
+                k = where.get(id(r))
+                if k is None:
+                    k = where[id(r)] = len(rows)
+                    rows.append(r.as_row())
+                ks.append(k)
+            lists[id(rs)] = ks
+        idx += ks
     offsets = np.zeros(len(roles) + 1, dtype=np.int32)
     np.cumsum(np.fromiter(map(len, roles), dtype=np.int64, count=len(roles)), out=offsets[1:])
     fields = list(ROLE)
     distinct = pa.StructArray.from_arrays([_column([row[f.name] for row in rows], f.type) for f in fields],
                                           fields=fields)
-    structs = distinct.take(arrow.array(np.array(idx, dtype=np.int64), pa.int64()))
-    return pa.ListArray.from_arrays(arrow.array(offsets, pa.int32()), structs, type=type)
+    idx = np.array(idx, dtype=np.int64)
+    structs = distinct.take(arrow.array(idx, pa.int64()))
+    role_gpus = np.array([row["count"] * row["gpu"] for row in rows], dtype=np.float64)
+    # bincount adds each job's roles in order, from 0.0: the sum a loop over them makes
+    gpus = np.bincount(np.repeat(np.arange(len(roles)), np.diff(offsets)), weights=role_gpus[idx],
+                       minlength=len(roles)) if len(idx) else np.zeros(len(roles))
+    return pa.ListArray.from_arrays(arrow.array(offsets, pa.int32()), structs, type=type), gpus
 
 
 def validate(table: pa.Table, source: str) -> pa.Table:
-    """Check a job table's schema and values; raise TraceError naming source, row and reason."""
+    """Check a job table's schema and values; raise TraceError naming source, row and reason.
+    A table is immutable: one that passed is not checked again (a run's trace passes the
+    reader's check, the load's and the build's)."""
+    if _VALID.get(id(table)) is table:
+        return table
+    _check(table, source)
+    _VALID[id(table)] = table
+    return table
+
+
+_VALID: weakref.WeakValueDictionary = weakref.WeakValueDictionary()   # id -> each table that passed, while alive
+
+
+def _check(table: pa.Table, source: str) -> None:
     if not table.schema.equals(JOB_TABLE):
         missing = [f.name for f in JOB_TABLE if f.name not in table.schema.names]
         raise TraceError(f"{source}: job table does not match the canonical schema (missing: {missing})")
@@ -178,7 +210,6 @@ def validate(table: pa.Table, source: str) -> pa.Table:
         check_job(where, row["submit_time"], row["duration"], row["iterations"], row["status"], row["roles"],
                   start_time=row["start_time"], deadline=row["deadline"])
         raise TraceError(f"{where}: invalid row")  # the two checks disagree: never pass a flagged row
-    return table
 
 
 def _first_bad_row(table: pa.Table) -> int | None:

@@ -13,7 +13,8 @@ import numpy as np
 import pyarrow as pa
 
 from clustersim.simulator.arrow import compute as pc
-from clustersim.traces.schema import ROLE, TraceError, role_rows, validate
+from clustersim.simulator.workload import ROWS_AT_ONCE, role_kinds
+from clustersim.traces.schema import ROLE, TraceError, validate
 
 
 def apply(table: pa.Table, steps: list[dict], rng_for) -> tuple[pa.Table, list[dict]]:
@@ -134,17 +135,30 @@ def oversize(table: pa.Table, capacity: np.ndarray, rule: str = "error") -> tupl
         raise TraceError(f"oversize must be one of {OVERSIZE}, got {rule!r}")
     fit = _Fit(capacity)
     names = [f.name for f in ROLE]
-    bad, new_roles = [], []
-    fits: dict[tuple, bool] = {}   # jobs share a few role sets: each is checked once
-    for job_id, key in zip(table["job_id"].to_pylist(), role_rows(table["roles"])):
-        ok = fits.get(key)
-        if ok is None:
-            ok = fits[key] = fit([dict(zip(names, r)) for r in key], "count")
-        if not ok:
-            bad.append(job_id)
+    fits: dict[tuple, bool] = {}   # jobs share a few role sets (kinds): each is checked once
+    clamped: dict[tuple, list] = {}
+    bad_rows, new_roles = [], []
+    ids = None
+    for start in range(0, table.num_rows, ROWS_AT_ONCE):
+        codes, kinds = role_kinds(table["roles"].slice(start, ROWS_AT_ONCE))
+        for key in kinds:
+            if key not in fits:
+                fits[key] = fit([dict(zip(names, r)) for r in key], "count")
+        ok = np.array([fits[key] for key in kinds], dtype=bool)[codes]
+        bad_rows += (start + np.flatnonzero(~ok)).tolist()
         if rule == "clamp":
-            rs = [dict(zip(names, r)) for r in key]
-            new_roles.append(rs if ok else fit.clamp(job_id, rs))
+            for k, key in enumerate(kinds):   # in the order of their first rows: the first to fail, the row's
+                if key not in clamped:
+                    rs = [dict(zip(names, r)) for r in key]
+                    if not fits[key]:
+                        ids = ids or table["job_id"].to_pylist()
+                        rs = fit.clamp(ids[start + int(np.argmax(codes == k))], rs)
+                    clamped[key] = rs
+            new_roles += [clamped[kinds[k]] for k in codes.tolist()]
+    bad = []
+    if bad_rows:
+        ids = ids or table["job_id"].to_pylist()
+        bad = [ids[i] for i in bad_rows]
     record = {"rule": rule, "count": len(bad), "jobs": bad[:20]}
     if not bad:
         return table, record

@@ -200,3 +200,36 @@ def test_jobs_built_a_slice_of_rows_at_a_time_are_those_built_at_once(monkeypatc
     monkeypatch.setattr(workload, "ROWS_AT_ONCE", 3)
     assert build_jobs(table, "t", ASSIGN, seed=3) == whole
     assert [s.roles[0].name for s in whole] == ["ps", "worker", "worker", "ps", "worker", "worker", "ps"]
+
+
+def _roles_table(roles):
+    n = len(roles)
+    return build_table({"job_id": [f"j{i}" for i in range(n)], "submit_time": [0.0] * n, "duration": [1.0] * n,
+                        "roles": roles})
+
+
+def test_role_kinds_are_the_distinct_role_rows_in_order_of_first_appearance():
+    from clustersim.simulator.arrow import role_rows
+    from clustersim.simulator.workload import role_kinds
+
+    ps, worker = Role("ps", 2, 0.0, 4, 8), Role("worker", 4, 1.0, 4, 8)
+    roles = [[worker], [ps, worker], [Role("ps", 2, -0.0, 4, 8), worker],   # -0.0 == 0.0: the same kind
+             [worker, ps],                                                    # another order: another kind
+             [Role("wörker", 1, 0.5)], [worker], [Role("worker", 4, 1.0, 4, 8, max_count=8)]]
+    table = _roles_table(roles)
+    for column in (table["roles"], table.slice(2, 4)["roles"], table.slice(7)["roles"]):
+        rows = role_rows(column)
+        first: dict = {}   # what interning role_rows' tuples in a dict gives: equal rows, the first one's
+        expected = [first.setdefault(r, len(first)) for r in rows]
+        codes, kinds = role_kinds(column)
+        assert codes.tolist() == expected and kinds == list(first)
+    codes, kinds = role_kinds(table["roles"])
+    assert codes.tolist() == [0, 1, 1, 2, 3, 0, 4]
+    assert kinds[1] == (("ps", 2, 0.0, 4.0, 8.0, 2, 2), ("worker", 4, 1.0, 4.0, 8.0, 4, 4))
+    assert kinds[4] == (("worker", 4, 1.0, 4.0, 8.0, 4, 8),)
+
+
+def test_jobs_of_one_kind_share_their_role_specs():
+    table = _roles_table([[Role("worker", 2, 1.0)], [Role("worker", 2, 1.0)], [Role("worker", 1, 1.0)]])
+    a, b, c = build_jobs(table)
+    assert a.roles is b.roles and a.roles != c.roles and a.roles[0].count == 2 and c.roles[0].count == 1

@@ -1,8 +1,9 @@
 """traces/schema.py builds the job table from buffers: the very table pyarrow's own conversion makes."""
 
 import pyarrow as pa
+import pytest
 
-from clustersim.traces.schema import JOB_TABLE, Role, build_table
+from clustersim.traces.schema import JOB_TABLE, Role, TraceError, build_table
 
 
 def _by_pyarrow(columns: dict) -> pa.Table:
@@ -42,3 +43,23 @@ def test_build_table_equals_pyarrows_conversion():
                                               "min_count": 1, "max_count": 2}
     nulls = dict(columns, attempts=[None, None, None])   # a column of nulls alone
     assert build_table(nulls).equals(_by_pyarrow(nulls))
+
+
+def test_a_table_that_failed_fails_again_and_one_that_passed_is_the_same_table():
+    from clustersim.traces.schema import validate
+
+    good = build_table({"job_id": ["a"], "submit_time": [0.0], "duration": [5.0], "roles": [[Role("worker", 1, 1.0)]]})
+    assert validate(good, "t") is good and validate(good, "t") is good
+    bad = build_table({"job_id": ["a", "a"], "submit_time": [0.0, 1.0], "duration": [5.0, 5.0],
+                       "roles": [[Role("worker", 1, 1.0)]] * 2})
+    for _ in range(2):
+        with pytest.raises(TraceError, match="duplicate job_id 'a'"):
+            validate(bad, "t")
+
+
+def test_build_table_takes_an_arrow_column_of_its_type_only():
+    cols = {"job_id": ["a", "b"], "submit_time": [0.0, 1.0], "roles": [[Role("worker", 1, 1.0)]] * 2}
+    t = build_table({**cols, "tenant": pa.array(["x", "y"])})
+    assert t["tenant"].to_pylist() == ["x", "y"] and t["num_gpus"].to_pylist() == [1.0, 1.0]
+    with pytest.raises(TypeError, match="expected a string column"):
+        build_table({**cols, "tenant": pa.array([1, 2])})
