@@ -33,8 +33,8 @@ W2_IDLE = ("W2 is half W1's jobs in the same 11,000 s: GPUs are idle more often 
            "either reading of the denominator.")
 K80 = ("Termination's W3/W4 makespan (about 29,400 s) is set by the K80's speed, the AWS cluster's one "
        "unknown (3.5x the V100's iteration time, a choice): the paper's ratio needs a K80 about as fast as "
-       "a V100 (30.3% at 1.0x). Per-model checkpoint costs (VGG16 and AlexNet) add under 1 point even at "
-       "0.1 GB/s ([policy page](policies/sidecar.md)).")
+       "a V100 (30.3% at 1.0x). Each model's checkpoint, written and read back at every restart (VGG16 "
+       "1.1 GB at 0.25 GB/s), adds under 1 point ([policy page](policies/sidecar.md)).")
 OVERHEAD_GAPS = {("W2", "termination"): W2_IDLE, ("W2", "sidecar"): W2_IDLE,   # the not-reproduced Table VIII rows
                  ("W3", "termination"): K80, ("W4", "termination"): K80}           # traced (policy page)
 RESHAPING = ("scale_out", "scale_in", "rescale", "migrate")   # the changes summary.overhead_ratio counts (metrics.efficiency)
