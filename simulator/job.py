@@ -134,7 +134,12 @@ class JobSpec:
 
     def requested_demand(self) -> tuple[float, float, float]:
         """GPUs, CPU cores and memory of the requested allocation."""
-        return tuple(float(sum(r.count * r.demand[k] for r in self.roles)) for k in range(3))
+        roles = self.roles
+        if len(roles) == 1:   # the common case, without generators: ``sum``'s own arithmetic (0 + x)
+            r = roles[0]
+            n = r.count
+            return (float(0 + n * r.gpu), float(0 + n * r.cpu), float(0 + n * r.mem))
+        return tuple(float(sum(r.count * r.demand[k] for r in roles)) for k in range(3))
 
 
 class StopReason(Enum):

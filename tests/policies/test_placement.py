@@ -77,6 +77,31 @@ def test_min_nodes_and_release_keep_shrink_merge():
     assert merge({"worker": {0: 1}}, {"worker": {0: 1, 2: 2}}) == {"worker": {0: 2, 2: 2}}
 
 
+def test_release_returns_what_the_job_held_and_keep_in_place_takes_exactly_that_back():
+    ps = RoleSpec("ps", 1, 0.0, 4.0, 10.0, 1, 1)
+
+    class Held:
+        roles = (ps, WORKER)
+        allocation = {"ps": {1: 1}, "worker": {0: 2, 1: 1}}
+    f = free(0.5, 0.25, cpu=0.1, mem=0.3)
+    before = f.copy()
+    held = release(f, Held)
+    # node 0: 2 workers (2 GPUs, 4 cores, 16 GB); node 1: the PS (0, 4, 10) then one worker (1, 2, 8)
+    assert held == {0: [2.0, 4.0, 16.0], 1: [1.0, 6.0, 18.0]}
+    # the same float additions free[node] += row makes: 0.1 + 4.0, 0.3 + 16.0, ...
+    assert f.tolist() == [[0.5 + 2.0, 0.1 + 4.0, 0.3 + 16.0], [0.25 + 1.0, 0.1 + 6.0, 0.3 + 18.0]]
+    assert keep_in_place(f, Held, held)
+    assert f.tolist() == [[(0.5 + 2.0) - 2.0, (0.1 + 4.0) - 4.0, (0.3 + 16.0) - 16.0],
+                          [(0.25 + 1.0) - 1.0, (0.1 + 6.0) - 6.0, (0.3 + 18.0) - 18.0]]
+    assert np.allclose(f, before, atol=1e-12)
+    # a node short of what the job held keeps everything as it was
+    f = before.copy()
+    release(f, Held)
+    f[1, 1] = 5.0            # node 1 needs 6 cores back
+    after = f.copy()
+    assert not keep_in_place(f, Held, held) and (f == after).all()
+
+
 def test_admission_takes_a_job_only_if_all_three_resources_fit_and_counts_sizes():
     from clustersim.policies.admission import GpuSizes, admit, budget
     from tests.factories import cluster
