@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import heapq
 import math
+from bisect import bisect_left, bisect_right, insort
 from typing import Annotated
 
 import numpy as np
@@ -118,6 +119,13 @@ class ElasticTiresias(Tiresias):
         self._node_states: dict[tuple, tuple] = {}
         self._free_seen: np.ndarray | None = None
         self._stale: set[int] = set()
+        # the waiting jobs R1 may start (single-role GPU jobs that do not run), grouped by shape
+        # (``_shape``; None: not yet worked out), each group's ranks (``_rank``) sorted, so that R1's
+        # walk meets the first job of each shape, not every job (``_walk``); kept as Tiresias's
+        # queues change (``_insert``, ``_remove``, ``_started``, ``_preempted``)
+        self._groups: dict = {}                  # shape or None -> sorted [rank]
+        self._members: dict = {}                 # shape or None -> {rank: job}
+        self._where: dict[str, tuple] = {}       # job -> (its group, its rank there)
         cap = view.cluster.capacity[:, 0]
         self.m = int(cap.max()) if len(cap) else 1
         self.compactions = self.expansions = self.straggler_removals = 0
@@ -144,7 +152,53 @@ class ElasticTiresias(Tiresias):
     def _started(self, jobs, now: float) -> None:
         for job in jobs:
             self.size.pop(job.view.job_id, None)
+            self._ungroup(job)   # it runs: no longer waiting
         super()._started(jobs, now)
+
+    def _preempted(self, jobs, now: float) -> None:
+        super()._preempted(jobs, now)
+        for job in jobs:   # it waits again (where the queue order did not move it, not grouped yet)
+            if job.jid not in self._where:
+                self._group(job)
+
+    def _insert(self, job) -> None:
+        super()._insert(job)
+        if not job.running:
+            self._group(job)
+
+    def _remove(self, job) -> None:
+        self._ungroup(job)
+        super()._remove(job)
+
+    # ------------------------------------------------------------------ waiting jobs by shape
+    def _group(self, job, shape=None) -> None:
+        """List a waiting job in its shape's group at its rank (queue, key, trace index: Tiresias's
+        order); a job R1 cannot start (not a single-role GPU job) is not listed."""
+        roles = job.view.roles
+        if len(roles) != 1 or roles[0].gpu <= 0:
+            return
+        if shape is None:
+            shape = self.shapes.get(job.jid)
+        rank = (job.queue, job.key, job.index)
+        self._where[job.jid] = (shape, rank)
+        ranks = self._groups.get(shape)
+        if ranks is None:
+            ranks = self._groups[shape] = []
+            self._members[shape] = {}
+        insort(ranks, rank)
+        self._members[shape][rank] = job
+
+    def _ungroup(self, job) -> None:
+        got = self._where.pop(job.jid, None)
+        if got is None:
+            return
+        shape, rank = got
+        ranks = self._groups[shape]
+        del ranks[bisect_left(ranks, rank)]
+        members = self._members[shape]
+        del members[rank]
+        if not ranks:
+            del self._groups[shape], self._members[shape]
 
     def _finish(self, job) -> None:
         for d in (self.size, self.reserved, self.speed, self.best, self.shapes, self._rich, self._held, self._busy,
@@ -250,15 +304,7 @@ class ElasticTiresias(Tiresias):
                 self._idle_room: dict = {}  # per task demand: the tasks that fit each node (until free changes)
                 self._refresh(free)
                 self._failed: set = set()   # shapes of jobs that found no start (the same span)
-                shapes, failed, reserved = self.shapes, self._failed, self.reserved
-                for job in self._waiting_by_rank(view, allocs):
-                    jid = job.jid
-                    # a job whose shape found no start since the state last changed finds none now
-                    # (_compact would return at its shape): skipped before any other look
-                    if jid not in reserved and (jid not in shapes or shapes[jid] not in failed):
-                        if self._nothing_to_take(view, free, allocs, planned):
-                            break
-                        self._compact(view, job, allocs, free, planned)
+                self._walk(view, allocs, free, planned)
         elif self.expansion and not self.reserved:
             self._expand(view, allocs, free, planned)
         if self.migrate and not waiting:
@@ -266,17 +312,63 @@ class ElasticTiresias(Tiresias):
         if self.reserved:
             self._later(self.reserve_retry_s)
 
-    def _waiting_by_rank(self, view, allocs):
-        """The waiting jobs in priority order (queue, key, index: ``_rank``), read off Tiresias's
-        sorted queues as R1 walks them, so that a decision that stops early does not visit or sort
-        the whole queue."""
-        pending = view.pending
-        for queue in self.queues:
-            for _, _, job in queue:
-                # a job that runs after the base plan (job.running) is not waiting: looked at first,
-                # as it costs no lookup
-                if not job.running and job.jid in pending and job.jid not in allocs:
-                    yield job
+    def _walk(self, view, allocs, free, planned) -> None:
+        """R1 over the waiting jobs in priority order (queue, key, index: ``_rank``), one shape at a
+        time: the next job looked at is the first, past the last one looked at, of the shapes that
+        have not found a start since the state last changed. A job of such a shape would find none
+        either (``_compact`` returns at its shape, or before it on the idle GPUs alone, which its
+        shape fixes), so the walk steps over whole shapes rather than over their jobs, and ends
+        once every shape present has failed. A compaction changes the state: every shape may try
+        again from the job after it. Jobs whose shape is not worked out yet (group None) are
+        looked at one by one and join their shape's group as it is worked out."""
+        pending, reserved, groups, failed = view.pending, self.reserved, self._groups, self._failed
+        pos = None   # the rank of the last job looked at
+        heap = [(ranks[0], shape is None, shape) for shape, ranks in groups.items()]
+        heapq.heapify(heap)
+        dropped: set = set()   # shapes that found no start in this state
+        while heap:
+            rank, _, shape = heapq.heappop(heap)
+            if shape in dropped or shape in failed:
+                continue
+            ranks = groups.get(shape)
+            if ranks is None:
+                continue
+            i = bisect_right(ranks, pos) if pos is not None else 0
+            if i == len(ranks):
+                continue
+            if ranks[i] != rank:   # the group changed since the entry was made: its next job
+                heapq.heappush(heap, (ranks[i], shape is None, shape))
+                continue
+            job = self._members[shape][rank]
+            pos = rank
+            group = shape   # the group popped, whose next job goes back on the heap
+            jid = job.jid
+            if jid in pending and jid not in allocs and jid not in reserved:
+                if shape is None:   # its shape, worked out now: the job moves to that group
+                    role = job.view.roles[0]
+                    shape = self._shape(job.view, role, self._lowest(role))
+                    self._ungroup(job)
+                    self._group(job, shape)
+                if shape not in dropped and shape not in failed:
+                    if self._nothing_to_take(view, free, allocs, planned):
+                        return
+                    done = self.compactions
+                    self._compact(view, job, allocs, free, planned)
+                    if self.compactions != done:   # the state changed: every shape tries again
+                        dropped.clear()
+                        heap = []
+                        for s, r in groups.items():
+                            i = bisect_right(r, pos)
+                            if i < len(r):
+                                heap.append((r[i], s is None, s))
+                        heapq.heapify(heap)
+                        continue
+                    dropped.add(shape)   # found no start: nor will the shape's other jobs now
+            ranks = groups.get(group)
+            if ranks is not None and group not in dropped:
+                i = bisect_right(ranks, pos)
+                if i < len(ranks):
+                    heapq.heappush(heap, (ranks[i], group is None, group))
 
     def _nothing_to_take(self, view, free, allocs, planned) -> bool:
         """No donor above its floor and no up node with a free GPU for the smallest per-task GPU
