@@ -126,6 +126,11 @@ class ElasticTiresias(Tiresias):
         self._groups: dict = {}                  # shape or None -> sorted [rank]
         self._members: dict = {}                 # shape or None -> {rank: job}
         self._where: dict[str, tuple] = {}       # job -> (its group, its rank there)
+        # the machines' state R1 reads (free resources, donors, which are up) has a number, raised
+        # at each change (``_refresh``); a shape that found no start keeps the number it failed at
+        self._epoch = 0
+        self._failed_then: dict[tuple, int] = {}
+        self._up_seen = b""
         cap = view.cluster.capacity[:, 0]
         self.m = int(cap.max()) if len(cap) else 1
         self.compactions = self.expansions = self.straggler_removals = 0
@@ -199,6 +204,7 @@ class ElasticTiresias(Tiresias):
         del members[rank]
         if not ranks:
             del self._groups[shape], self._members[shape]
+            self._failed_then.pop(shape, None)
 
     def _finish(self, job) -> None:
         for d in (self.size, self.reserved, self.speed, self.best, self.shapes, self._rich, self._held, self._busy,
@@ -302,7 +308,10 @@ class ElasticTiresias(Tiresias):
                 self._donor_cache = None   # donors per node, until a compaction shrinks one
                 self._donor_room = None    # whether one of them is above its floor (the same span)
                 self._idle_room: dict = {}  # per task demand: the tasks that fit each node (until free changes)
-                self._refresh(free)
+                up = view.cluster.up.tobytes()
+                if self._refresh(free) or up != self._up_seen or allocs:
+                    self._epoch += 1   # a machine changed (or may have: the decision changed allocations)
+                    self._up_seen = up
                 self._failed: set = set()   # shapes of jobs that found no start (the same span)
                 self._walk(view, allocs, free, planned)
         elif self.expansion and not self.reserved:
@@ -323,9 +332,9 @@ class ElasticTiresias(Tiresias):
         looked at one by one and join their shape's group as it is worked out."""
         pending, reserved, groups, failed = view.pending, self.reserved, self._groups, self._failed
         pos = None   # the rank of the last job looked at
-        heap = [(ranks[0], shape is None, shape) for shape, ranks in groups.items()]
+        dropped = self._still_failed()   # shapes that found no start in this state
+        heap = [(ranks[0], shape is None, shape) for shape, ranks in groups.items() if shape not in dropped]
         heapq.heapify(heap)
-        dropped: set = set()   # shapes that found no start in this state
         while heap:
             rank, _, shape = heapq.heappop(heap)
             if shape in dropped or shape in failed:
@@ -364,11 +373,19 @@ class ElasticTiresias(Tiresias):
                         heapq.heapify(heap)
                         continue
                     dropped.add(shape)   # found no start: nor will the shape's other jobs now
+                    self._failed_then[shape] = self._epoch
             ranks = groups.get(group)
             if ranks is not None and group not in dropped:
                 i = bisect_right(ranks, pos)
                 if i < len(ranks):
                     heapq.heappush(heap, (ranks[i], group is None, group))
+
+    def _still_failed(self) -> set:
+        """The shapes present that found no start on the machines' state as it is now (no machine
+        changed since, ``_epoch``): they find none at this decision either, so the walk passes them
+        over without a look."""
+        epoch, then = self._epoch, self._failed_then
+        return {shape for shape in self._groups if shape is not None and then.get(shape) == epoch}
 
     def _nothing_to_take(self, view, free, allocs, planned) -> bool:
         """No donor above its floor and no up node with a free GPU for the smallest per-task GPU
@@ -492,6 +509,7 @@ class ElasticTiresias(Tiresias):
         _take(free, jv, alloc)
         self._idle_room.clear()     # the free GPUs (and perhaps the donors) changed: look anew
         self._refresh(free)
+        self._epoch += 1
         self._failed.clear()
         self.compactions += 1
         if not victims:             # idle GPUs only: it starts now
@@ -612,22 +630,26 @@ class ElasticTiresias(Tiresias):
             state = self._node_states[key] = (tuple(free[node].tolist()), held, sum(h[1] for h in held))
         return state
 
-    def _refresh(self, free) -> None:
+    def _refresh(self, free) -> bool:
         """Drop the kept node states (``_node_state``) that may no longer hold: every state of a node
         whose free resources differ from those they were read on, and the states that read the
         donors of a node whose donors changed since (``_stale``: a donor listed or unlisted there,
-        changed by a decision, or laid over by one, ``_donors``)."""
+        changed by a decision, or laid over by one, ``_donors``). True if any node changed."""
         states, seen = self._node_states, self._free_seen
+        changed = bool(self._stale)
         if seen is None or seen.shape != free.shape:
             states.clear()
+            changed = True
         else:
             for n in np.flatnonzero((free != seen).any(axis=1)).tolist():
+                changed = True
                 states.pop((n, True), None)
                 states.pop((n, False), None)
         for n in self._stale:
             states.pop((n, True), None)
         self._stale.clear()
         self._free_seen = free.copy()
+        return changed
 
     def _shape(self, jv, role, lo) -> tuple:
         """What R1's search reads of a waiting job: its task demand, request, the fewest GPUs it may
