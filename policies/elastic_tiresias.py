@@ -329,7 +329,9 @@ class ElasticTiresias(Tiresias):
         shape fixes), so the walk steps over whole shapes rather than over their jobs, and ends
         once every shape present has failed. A compaction changes the state: every shape may try
         again from the job after it. Jobs whose shape is not worked out yet (group None) are
-        looked at one by one and join their shape's group as it is worked out."""
+        looked at one by one, as R1 would, and join their shape's group once ``_compact`` works it
+        out (it returns before when the idle GPUs alone rule the job out: the shape's efficiency
+        curve costs a speed estimate per GPU count, worked out only when needed)."""
         pending, reserved, groups, failed = view.pending, self.reserved, self._groups, self._failed
         pos = None   # the rank of the last job looked at
         dropped = self._still_failed()   # shapes that found no start in this state
@@ -352,27 +354,27 @@ class ElasticTiresias(Tiresias):
             pos = rank
             group = shape   # the group popped, whose next job goes back on the heap
             jid = job.jid
-            if jid in pending and jid not in allocs and jid not in reserved:
-                if shape is None:   # its shape, worked out now: the job moves to that group
-                    role = job.view.roles[0]
-                    shape = self._shape(job.view, role, self._lowest(role))
-                    self._ungroup(job)
-                    self._group(job, shape)
-                if shape not in dropped and shape not in failed:
-                    if self._nothing_to_take(view, free, allocs, planned):
-                        return
-                    done = self.compactions
-                    self._compact(view, job, allocs, free, planned)
-                    if self.compactions != done:   # the state changed: every shape tries again
-                        dropped.clear()
-                        heap = []
-                        for s, r in groups.items():
-                            i = bisect_right(r, pos)
-                            if i < len(r):
-                                heap.append((r[i], s is None, s))
-                        heapq.heapify(heap)
-                        continue
-                    dropped.add(shape)   # found no start: nor will the shape's other jobs now
+            if jid in pending and jid not in allocs and jid not in reserved and shape not in failed:
+                if self._nothing_to_take(view, free, allocs, planned):
+                    return
+                done = self.compactions
+                self._compact(view, job, allocs, free, planned)
+                if shape is None:   # _compact works its shape out (unless it returns before): it joins that group
+                    shape = self.shapes.get(jid)
+                    if shape is not None and jid in self._where:
+                        self._ungroup(job)
+                        self._group(job, shape)
+                if self.compactions != done:   # the state changed: every shape tries again
+                    dropped.clear()
+                    heap = []
+                    for s, r in groups.items():
+                        i = bisect_right(r, pos)
+                        if i < len(r):
+                            heap.append((r[i], s is None, s))
+                    heapq.heapify(heap)
+                    continue
+                if shape is not None:   # found no start: nor will the shape's other jobs now
+                    dropped.add(shape)
                     self._failed_then[shape] = self._epoch
             ranks = groups.get(group)
             if ranks is not None and group not in dropped:

@@ -43,7 +43,7 @@ class CheckedWalk(ElasticTiresias):
         return set()
 
     def _compact(self, view, job, allocs, free, planned):
-        if self.shapes[job.jid] in self.kept and self._epoch == self.kept_at:
+        if self.shapes.get(job.jid) in self.kept and self._epoch == self.kept_at:
             done = self.compactions   # a shape kept as failed on these machines: it still finds no start
             super()._compact(view, job, allocs, free, planned)
             assert self.compactions == done and job.jid not in allocs and job.jid not in self.reserved
@@ -52,7 +52,7 @@ class CheckedWalk(ElasticTiresias):
         self.compacted += 1
         # R1 looks only at a waiting job whose shape has not failed since the state last changed
         assert job.jid in view.pending and job.jid not in allocs and job.jid not in self.reserved
-        assert self.shapes[job.jid] not in self._failed
+        assert self.shapes.get(job.jid) not in self._failed
         super()._compact(view, job, allocs, free, planned)
 
     def _check(self) -> None:
