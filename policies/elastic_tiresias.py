@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import heapq
 import math
+from bisect import bisect_left, bisect_right, insort
 from typing import Annotated
 
 import numpy as np
@@ -118,6 +119,18 @@ class ElasticTiresias(Tiresias):
         self._node_states: dict[tuple, tuple] = {}
         self._free_seen: np.ndarray | None = None
         self._stale: set[int] = set()
+        # the waiting jobs R1 may start (single-role GPU jobs that do not run), grouped by shape
+        # (``_shape``; None: not yet worked out), each group's ranks (``_rank``) sorted, so that R1's
+        # walk meets the first job of each shape, not every job (``_walk``); kept as Tiresias's
+        # queues change (``_insert``, ``_remove``, ``_started``, ``_preempted``)
+        self._groups: dict = {}                  # shape or None -> sorted [rank]
+        self._members: dict = {}                 # shape or None -> {rank: job}
+        self._where: dict[str, tuple] = {}       # job -> (its group, its rank there)
+        # the machines' state R1 reads (free resources, donors, which are up) has a number, raised
+        # at each change (``_refresh``); a shape that found no start keeps the number it failed at
+        self._epoch = 0
+        self._failed_then: dict[tuple, int] = {}
+        self._up_seen = b""
         cap = view.cluster.capacity[:, 0]
         self.m = int(cap.max()) if len(cap) else 1
         self.compactions = self.expansions = self.straggler_removals = 0
@@ -144,7 +157,54 @@ class ElasticTiresias(Tiresias):
     def _started(self, jobs, now: float) -> None:
         for job in jobs:
             self.size.pop(job.view.job_id, None)
+            self._ungroup(job)   # it runs: no longer waiting
         super()._started(jobs, now)
+
+    def _preempted(self, jobs, now: float) -> None:
+        super()._preempted(jobs, now)
+        for job in jobs:   # it waits again (where the queue order did not move it, not grouped yet)
+            if job.jid not in self._where:
+                self._group(job)
+
+    def _insert(self, job) -> None:
+        super()._insert(job)
+        if not job.running:
+            self._group(job)
+
+    def _remove(self, job) -> None:
+        self._ungroup(job)
+        super()._remove(job)
+
+    # ------------------------------------------------------------------ waiting jobs by shape
+    def _group(self, job, shape=None) -> None:
+        """List a waiting job in its shape's group at its rank (queue, key, trace index: Tiresias's
+        order); a job R1 cannot start (not a single-role GPU job) is not listed."""
+        roles = job.view.roles
+        if len(roles) != 1 or roles[0].gpu <= 0:
+            return
+        if shape is None:
+            shape = self.shapes.get(job.jid)
+        rank = (job.queue, job.key, job.index)
+        self._where[job.jid] = (shape, rank)
+        ranks = self._groups.get(shape)
+        if ranks is None:
+            ranks = self._groups[shape] = []
+            self._members[shape] = {}
+        insort(ranks, rank)
+        self._members[shape][rank] = job
+
+    def _ungroup(self, job) -> None:
+        got = self._where.pop(job.jid, None)
+        if got is None:
+            return
+        shape, rank = got
+        ranks = self._groups[shape]
+        del ranks[bisect_left(ranks, rank)]
+        members = self._members[shape]
+        del members[rank]
+        if not ranks:
+            del self._groups[shape], self._members[shape]
+            self._failed_then.pop(shape, None)
 
     def _finish(self, job) -> None:
         for d in (self.size, self.reserved, self.speed, self.best, self.shapes, self._rich, self._held, self._busy,
@@ -248,17 +308,12 @@ class ElasticTiresias(Tiresias):
                 self._donor_cache = None   # donors per node, until a compaction shrinks one
                 self._donor_room = None    # whether one of them is above its floor (the same span)
                 self._idle_room: dict = {}  # per task demand: the tasks that fit each node (until free changes)
-                self._refresh(free)
+                up = view.cluster.up.tobytes()
+                if self._refresh(free) or up != self._up_seen or allocs:
+                    self._epoch += 1   # a machine changed (or may have: the decision changed allocations)
+                    self._up_seen = up
                 self._failed: set = set()   # shapes of jobs that found no start (the same span)
-                shapes, failed, reserved = self.shapes, self._failed, self.reserved
-                for job in self._waiting_by_rank(view, allocs):
-                    jid = job.jid
-                    # a job whose shape found no start since the state last changed finds none now
-                    # (_compact would return at its shape): skipped before any other look
-                    if jid not in reserved and (jid not in shapes or shapes[jid] not in failed):
-                        if self._nothing_to_take(view, free, allocs, planned):
-                            break
-                        self._compact(view, job, allocs, free, planned)
+                self._walk(view, allocs, free, planned)
         elif self.expansion and not self.reserved:
             self._expand(view, allocs, free, planned)
         if self.migrate and not waiting:
@@ -266,17 +321,73 @@ class ElasticTiresias(Tiresias):
         if self.reserved:
             self._later(self.reserve_retry_s)
 
-    def _waiting_by_rank(self, view, allocs):
-        """The waiting jobs in priority order (queue, key, index: ``_rank``), read off Tiresias's
-        sorted queues as R1 walks them, so that a decision that stops early does not visit or sort
-        the whole queue."""
-        pending = view.pending
-        for queue in self.queues:
-            for _, _, job in queue:
-                # a job that runs after the base plan (job.running) is not waiting: looked at first,
-                # as it costs no lookup
-                if not job.running and job.jid in pending and job.jid not in allocs:
-                    yield job
+    def _walk(self, view, allocs, free, planned) -> None:
+        """R1 over the waiting jobs in priority order (queue, key, index: ``_rank``), one shape at a
+        time: the next job looked at is the first, past the last one looked at, of the shapes that
+        have not found a start since the state last changed. A job of such a shape would find none
+        either (``_compact`` returns at its shape, or before it on the idle GPUs alone, which its
+        shape fixes), so the walk steps over whole shapes rather than over their jobs, and ends
+        once every shape present has failed. A compaction changes the state: every shape may try
+        again from the job after it. Jobs whose shape is not worked out yet (group None) are
+        looked at one by one, as R1 would, and join their shape's group once ``_compact`` works it
+        out (it returns before when the idle GPUs alone rule the job out: the shape's efficiency
+        curve costs a speed estimate per GPU count, worked out only when needed)."""
+        pending, reserved, groups, failed = view.pending, self.reserved, self._groups, self._failed
+        pos = None   # the rank of the last job looked at
+        dropped = self._still_failed()   # shapes that found no start in this state
+        heap = [(ranks[0], shape is None, shape) for shape, ranks in groups.items() if shape not in dropped]
+        heapq.heapify(heap)
+        while heap:
+            rank, _, shape = heapq.heappop(heap)
+            if shape in dropped or shape in failed:
+                continue
+            ranks = groups.get(shape)
+            if ranks is None:
+                continue
+            i = bisect_right(ranks, pos) if pos is not None else 0
+            if i == len(ranks):
+                continue
+            if ranks[i] != rank:   # the group changed since the entry was made: its next job
+                heapq.heappush(heap, (ranks[i], shape is None, shape))
+                continue
+            job = self._members[shape][rank]
+            pos = rank
+            group = shape   # the group popped, whose next job goes back on the heap
+            jid = job.jid
+            if jid in pending and jid not in allocs and jid not in reserved and shape not in failed:
+                if self._nothing_to_take(view, free, allocs, planned):
+                    return
+                done = self.compactions
+                self._compact(view, job, allocs, free, planned)
+                if shape is None:   # _compact works its shape out (unless it returns before): it joins that group
+                    shape = self.shapes.get(jid)
+                    if shape is not None and jid in self._where:
+                        self._ungroup(job)
+                        self._group(job, shape)
+                if self.compactions != done:   # the state changed: every shape tries again
+                    dropped.clear()
+                    heap = []
+                    for s, r in groups.items():
+                        i = bisect_right(r, pos)
+                        if i < len(r):
+                            heap.append((r[i], s is None, s))
+                    heapq.heapify(heap)
+                    continue
+                if shape is not None:   # found no start: nor will the shape's other jobs now
+                    dropped.add(shape)
+                    self._failed_then[shape] = self._epoch
+            ranks = groups.get(group)
+            if ranks is not None and group not in dropped:
+                i = bisect_right(ranks, pos)
+                if i < len(ranks):
+                    heapq.heappush(heap, (ranks[i], group is None, group))
+
+    def _still_failed(self) -> set:
+        """The shapes present that found no start on the machines' state as it is now (no machine
+        changed since, ``_epoch``): they find none at this decision either, so the walk passes them
+        over without a look."""
+        epoch, then = self._epoch, self._failed_then
+        return {shape for shape in self._groups if shape is not None and then.get(shape) == epoch}
 
     def _nothing_to_take(self, view, free, allocs, planned) -> bool:
         """No donor above its floor and no up node with a free GPU for the smallest per-task GPU
@@ -400,6 +511,7 @@ class ElasticTiresias(Tiresias):
         _take(free, jv, alloc)
         self._idle_room.clear()     # the free GPUs (and perhaps the donors) changed: look anew
         self._refresh(free)
+        self._epoch += 1
         self._failed.clear()
         self.compactions += 1
         if not victims:             # idle GPUs only: it starts now
@@ -520,22 +632,26 @@ class ElasticTiresias(Tiresias):
             state = self._node_states[key] = (tuple(free[node].tolist()), held, sum(h[1] for h in held))
         return state
 
-    def _refresh(self, free) -> None:
+    def _refresh(self, free) -> bool:
         """Drop the kept node states (``_node_state``) that may no longer hold: every state of a node
         whose free resources differ from those they were read on, and the states that read the
         donors of a node whose donors changed since (``_stale``: a donor listed or unlisted there,
-        changed by a decision, or laid over by one, ``_donors``)."""
+        changed by a decision, or laid over by one, ``_donors``). True if any node changed."""
         states, seen = self._node_states, self._free_seen
+        changed = bool(self._stale)
         if seen is None or seen.shape != free.shape:
             states.clear()
+            changed = True
         else:
             for n in np.flatnonzero((free != seen).any(axis=1)).tolist():
+                changed = True
                 states.pop((n, True), None)
                 states.pop((n, False), None)
         for n in self._stale:
             states.pop((n, True), None)
         self._stale.clear()
         self._free_seen = free.copy()
+        return changed
 
     def _shape(self, jv, role, lo) -> tuple:
         """What R1's search reads of a waiting job: its task demand, request, the fewest GPUs it may
