@@ -121,6 +121,17 @@ def build_engine(cfg: DictConfig | dict, table: pa.Table | None = None,
     return _build(c, table, trace_report)
 
 
+def make_policy(params: dict) -> tuple:
+    """The policy a config's ``policy`` node names, with its parameters checked (an unknown key is
+    an error naming it), and the engine's settings kept beside them: (policy, decision_interval,
+    decision_slot)."""
+    params = dict(params)
+    name, interval = params.pop("name"), params.pop("decision_interval", None)
+    slot = params.pop("decision_slot", "aligned")
+    params.pop("config", None)
+    return policies.make(name, **params), interval, slot
+
+
 def _build(c: dict, table: pa.Table | None, trace_report: LoadReport | None) -> Engine:
     seed = c.get("seed", 0)
     if table is None:
@@ -134,11 +145,7 @@ def _build(c: dict, table: pa.Table | None, trace_report: LoadReport | None) -> 
     assignment = Assignment.from_config(c["profile"])
     with fewer_collections():   # a spec per job, none cyclic (simulator/engine.py)
         jobs = build_jobs(table, f"trace {c['trace'].get('name')}", assignment, cluster, seed)
-    params = dict(c["policy"])
-    name, interval = params.pop("name"), params.pop("decision_interval", None)
-    slot = params.pop("decision_slot", "aligned")
-    params.pop("config", None)
-    policy = policies.make(name, **params)
+    policy, interval, slot = make_policy(c["policy"])
     ov = overhead_mod.make(c["overhead"], assignment.zoo.costs_of if assignment else None)
     return Engine(jobs, cluster, policy, speed=assignment.zoo.speed if assignment else None, overhead=ov,
                   until=c.get("until"), progress=c.get("progress"), decision_interval=interval, slot_from_last=slot == "from_last",
