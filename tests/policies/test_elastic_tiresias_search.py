@@ -1,16 +1,13 @@
 """R1's search kept across decisions (Elastic-Tiresias ``_search``): at every decision it must
 answer exactly what searching every node set afresh answers (the outputs stay byte-identical)."""
 
-import math
-import random
-from dataclasses import replace
-
 import pytest
 
 from clustersim.policies.elastic_tiresias import ElasticTiresias
 from clustersim.simulator.engine import Engine
 from clustersim.simulator.overhead import ConstantOverhead
-from tests.factories import cluster, gpu_job, jobs
+from tests.factories import cluster
+from tests.policies.overloaded import Curves, overloaded
 
 
 class CheckedSearch(ElasticTiresias):
@@ -58,31 +55,14 @@ class CheckedSearch(ElasticTiresias):
         return [sorted(avail, key=lambda n: (-avail[n], n))[:k]]
 
 
-class Curves:
-    """Three speed-up curves, by job index: linear, square root, saturating at 3 GPUs."""
-
-    def rate(self, spec, alloc, cluster=None):
-        n = sum(sum(t.values()) for t in alloc.values())
-        return (n, math.sqrt(n), min(n, 3) + 0.01 * n)[spec.index % 3]
-
-
 @pytest.mark.parametrize("seed", range(4))
 def test_kept_search_matches_a_fresh_search(seed):
     """Random overloaded runs (elastic and rigid jobs of 1-8 GPUs, some with CPU demands that bind,
     two role names, on three 4-GPU machines of 16 cores; demotions after 50 and 400 GPU-s): every
     R1 search equals the search of every node set afresh, and most node sets are answered by a
     kept plan."""
-    rng = random.Random(seed)
-    specs = []
-    for i in range(80):
-        g = rng.choice([1, 1, 2, 3, 4, 6, 8])
-        lo = rng.choice([None, 1, 1, max(1, g // 2)])
-        s = gpu_job(f"j{i}", rng.uniform(0, 900), g, rng.uniform(20, 900), work=rng.uniform(20, 900),
-                    min_gpus=lo, max_gpus=None if lo is None else min(g * 2, 12))
-        role = replace(s.roles[0], cpu=rng.choice([0.0, 0.0, 3.0, 5.0]), name=rng.choice(["worker", "trainer"]))
-        specs.append(replace(s, roles=(role,)))
     pol = CheckedSearch(thresholds=[50.0, 400.0], compaction_threshold=2, migrate_to_fewer_machines=seed % 2 == 1)
-    rec = Engine(jobs(*sorted(specs, key=lambda s: s.submit_time)), cluster(nodes=3, gpus=4, cpus=16), pol,
+    rec = Engine(overloaded(seed), cluster(nodes=3, gpus=4, cpus=16), pol,
                  speed=Curves(), overhead=ConstantOverhead(start_s=5.0, resume_s=5.0, rescale_s=8.0,
                                                            stop_free=seed >= 2, pause_s=2.0)).run()
     assert rec.summary()["jobs_finished"] == 80

@@ -2,17 +2,13 @@
 Tiresias's queues change, must equal a pass over every queue at every decision, and the walk must
 give R1 the jobs the walk over every waiting job gave it (the outputs stay byte-identical)."""
 
-import math
-import random
-from dataclasses import replace
-
 import pytest
 
 from clustersim.policies.elastic_tiresias import ElasticTiresias
 from clustersim.simulator.engine import Engine
 from clustersim.simulator.overhead import ConstantOverhead
-from clustersim.simulator.job import RoleSpec
-from tests.factories import cluster, gpu_job, jobs
+from tests.factories import cluster
+from tests.policies.overloaded import Curves, overloaded
 
 
 class CheckedWalk(ElasticTiresias):
@@ -77,33 +73,6 @@ class CheckedWalk(ElasticTiresias):
         self.checks += 1
 
 
-class Curves:
-    """Three speed-up curves, by job index: linear, square root, saturating at 3 GPUs."""
-
-    def rate(self, spec, alloc, cluster=None):
-        n = sum(sum(t.values()) for t in alloc.values())
-        return (n, math.sqrt(n), min(n, 3) + 0.01 * n)[spec.index % 3]
-
-
-def overloaded(seed: int, n: int = 80) -> list:
-    """Elastic and rigid jobs of 1-8 GPUs (some with CPU demands, two role names, a few
-    two-role jobs R1 cannot start) arriving faster than three 4-GPU machines finish them."""
-    rng = random.Random(seed)
-    specs = []
-    for i in range(n):
-        if i % 17 == 5:   # a parameter server beside 2 workers: not one GPU role, so never grouped
-            s = gpu_job(f"j{i}", rng.uniform(0, 900), 2, rng.uniform(20, 300))
-            specs.append(replace(s, roles=(RoleSpec("ps", 1, 0.0, 2.0, 0.0, 1, 1), s.roles[0])))
-            continue
-        g = rng.choice([1, 1, 2, 3, 4, 6, 8])
-        lo = rng.choice([None, 1, 1, max(1, g // 2)])
-        s = gpu_job(f"j{i}", rng.uniform(0, 900), g, rng.uniform(20, 900), work=rng.uniform(20, 900),
-                    min_gpus=lo, max_gpus=None if lo is None else min(g * 2, 12))
-        role = replace(s.roles[0], cpu=rng.choice([0.0, 0.0, 3.0, 5.0]), name=rng.choice(["worker", "trainer"]))
-        specs.append(replace(s, roles=(role,)))
-    return jobs(*sorted(specs, key=lambda s: s.submit_time))
-
-
 @pytest.mark.parametrize("params", [
     {},
     {"queue_order": "tiresias", "starvation_knob": 2.0},
@@ -122,7 +91,7 @@ def test_shape_groups_match_a_full_recount(params, seed):
     pol = CheckedWalk(thresholds=[50.0, 400.0], compaction_threshold=2, **params)
     if order:
         pol.queue_order = order
-    rec = Engine(overloaded(seed), cluster(nodes=3, gpus=4, cpus=16), pol, speed=Curves(),
+    rec = Engine(overloaded(seed, two_role=True), cluster(nodes=3, gpus=4, cpus=16), pol, speed=Curves(),
                  overhead=ConstantOverhead(start_s=5.0, resume_s=5.0, rescale_s=8.0, stop_free=seed == 1,
                                            pause_s=2.0)).run()
     s = rec.summary()

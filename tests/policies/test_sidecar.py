@@ -44,6 +44,20 @@ def test_sidecar_reshaping_costs_match_the_case_study():
     assert pod.transition(spec, overhead.Change.SCALE_OUT, two, four).pause_s == 242.0
 
 
+class Probe:
+    """Runs ``inner``, first handing each view it decides on to ``look`` (what a test reads of it)."""
+
+    def __init__(self, inner, look):
+        self.inner, self.look, self.name, self.oracle = inner, look, inner.name, inner.oracle
+
+    def reset(self, view):
+        self.inner.reset(view)
+
+    def decide(self, view):
+        self.look(view)
+        return self.inner.decide(view)
+
+
 class Spy:
     def __init__(self, inner):
         self.inner, self.name, self.oracle = inner, inner.name, inner.oracle
@@ -188,18 +202,11 @@ def test_predictions_use_the_speed_the_engine_trains_at():
     pol = policies.make("sidecar")
     seen = []
 
-    class Probe:
-        name, oracle = pol.name, pol.oracle
+    def look(view):
+        for jv in [*view.pending.values(), *view.running.values()]:
+            seen.append([pol.t_iter(jv, n, h, view) for h in (0, 1) for n in (1, 4)])
 
-        def reset(self, view):
-            pol.reset(view)
-
-        def decide(self, view):
-            for jv in [*view.pending.values(), *view.running.values()]:
-                seen.append([pol.t_iter(jv, n, h, view) for h in (0, 1) for n in (1, 4)])
-            return pol.decide(view)
-
-    Engine(jobs(spec), cl, Probe(), speed=zoo.speed, overhead=overhead.ConstantOverhead()).run()
+    Engine(jobs(spec), cl, Probe(pol, look), speed=zoo.speed, overhead=overhead.ConstantOverhead()).run()
     truth = [1.0 / zoo.speed.rate(spec, {"worker": {h: n}}, cl) for h in (0, 1) for n in (1, 4)]
     assert seen and seen[0] == pytest.approx(truth, rel=1e-12)
     assert seen[0][2] / seen[0][0] == pytest.approx(0.25 / 0.18, rel=1e-4)
@@ -333,16 +340,9 @@ def test_the_scheduler_predicts_the_checkpoint_the_overhead_charges(name):
     on, off = policies.make(name, checkpoint_gb_per_s=0.25), policies.make(name)
     seen = []
 
-    class Probe:
-        name, oracle = on.name, on.oracle
-
-        def reset(self, view):
-            on.reset(view)
-
-        def decide(self, view):
-            seen.extend((on.checkpoint_s(jv), off.checkpoint_s(jv)) for jv in view.pending.values())
-            return on.decide(view)
+    def look(view):
+        seen.extend((on.checkpoint_s(jv), off.checkpoint_s(jv)) for jv in view.pending.values())
 
     ov = overhead.PodRestart(costs_of=zoo.costs_of, checkpoint_gb_per_s=0.25)
-    Engine(jobs(spec), cluster(nodes=1, gpus=8), Probe(), speed=zoo.speed, overhead=ov).run()
+    Engine(jobs(spec), cluster(nodes=1, gpus=8), Probe(on, look), speed=zoo.speed, overhead=ov).run()
     assert seen[0] == (pytest.approx(1.104 / 0.25), 0.0)
