@@ -32,7 +32,8 @@ from clustersim.simulator.errors import PolicyError
 from clustersim.simulator.faults import Capabilities, World
 from clustersim.simulator.job import EMPTY, Failure, JobSpec, JobState, JobStates, Status, StopReason, alloc_gpus, nodes_of
 from clustersim.simulator.metrics import Recorder
-from clustersim.simulator.overhead import Change, ConstantOverhead, OverheadModel, PerModelOverhead
+from clustersim.simulator.overhead import (MIGRATE, RESIZE, RESUME, START, Change, ConstantOverhead, OverheadModel,
+                                           PerModelOverhead)
 from clustersim.simulator.params import NonNegative, PositiveCount, Range
 from clustersim.simulator.progress import Next, Progress
 from clustersim.simulator.reconcile import JobChange, reconcile
@@ -42,9 +43,7 @@ from clustersim.simulator.usage import BoundUsage
 from clustersim.simulator.view import ClusterView, Decision, JobView, Observer, View, read_only
 
 URGENT, NORMAL = 0, 1   # priorities at one instant (the pending decision runs after both)
-# Enum members the per-job steps read, as module constants: on Python 3.11 reading one through its
-# class (``Change.START``) goes through EnumType's ``__getattr__`` hook, ~8x a global's cost
-_START, _RESUME, _MIGRATE, _RESIZE = Change.START, Change.RESUME, Change.MIGRATE, Change.RESIZE
+# Status's members the per-job steps read, as module constants (as overhead.py's Change members)
 _RUNNING, _FINISHED = Status.RUNNING, Status.FINISHED
 
 
@@ -563,15 +562,15 @@ class Engine:
         held = alloc_gpus(st.spec, st.allocation) if st.allocation else 0.0
         lingering = st.gpus - held if st.allocation else 0.0   # tasks a graceful scale-in still holds
         st.allocation = new
-        if change is _START or change is _RESUME:
+        if change is START or change is RESUME:
             st.status = _RUNNING
             st.waited += now - st.pending_since
             if st.first_start is None:
                 st.first_start = now
             self.running[job_id] = self.pending.pop(job_id)
-        elif change is _MIGRATE:
+        elif change is MIGRATE:
             st.migrations += 1
-        elif change is _RESIZE:
+        elif change is RESIZE:
             st.resizes += 1
         else:
             st.rescales += 1

@@ -40,6 +40,12 @@ class Change(Enum):
     FAIL = "fail"            # a task or node under the job failed
 
 
+# Change's members as module constants, for the per-job paths (engine, reconcile, the constant
+# model): on Python 3.11 reading one through its class (``Change.START``) goes through EnumType's
+# ``__getattr__`` hook, ~8x a global's cost, and every start and stop reads several
+START, RESUME, STOP, MIGRATE, RESIZE = Change.START, Change.RESUME, Change.STOP, Change.MIGRATE, Change.RESIZE
+
+
 @dataclass(frozen=True, slots=True)
 class Transition:
     prepare_s: float = 0.0   # trains at the slower of the old and new rates
@@ -54,8 +60,6 @@ class Transition:
 
 FREE = Transition()
 STOPS = (Change.STOP, Change.FAIL)
-# read at every start as module constants (through the class each costs EnumType's ``__getattr__`` hook)
-_START, _RESUME = Change.START, Change.RESUME
 _PAUSES: dict[float, Transition] = {}   # pause_s -> its Transition (see ``pause``)
 
 
@@ -93,9 +97,9 @@ class ConstantOverhead:
     pause_s: NonNegative = 0.0
 
     def transition(self, spec: JobSpec, change: Change, old: Allocation, new: Allocation) -> Transition:
-        if change is _START:
+        if change is START:
             return pause(self.start_s)
-        if change is _RESUME:
+        if change is RESUME:
             return pause(self.resume_s)
         if change in STOPS:
             return FREE

@@ -21,12 +21,7 @@ from typing import Mapping, NamedTuple
 from clustersim.simulator.cluster import CapacityError, Cluster
 from clustersim.simulator.errors import PolicyError
 from clustersim.simulator.job import EMPTY, Allocation, JobSpec, JobState, Tasks, nodes_of, task_counts
-from clustersim.simulator.overhead import FREE, STOPS, Change, OverheadModel, Transition
-
-
-# read as module constants: through the class (``Change.START``) each costs EnumType's ``__getattr__``
-# hook on Python 3.11, and every start and stop is classified
-_START, _RESUME, _STOP = Change.START, Change.RESUME, Change.STOP
+from clustersim.simulator.overhead import FREE, RESUME, START, STOP, STOPS, Change, OverheadModel, Transition
 
 
 class JobChange(NamedTuple):
@@ -144,9 +139,9 @@ def classify(st: JobState, new: Allocation) -> Change:
     """The kind of change from the job's allocation to ``new``."""
     old = st.allocation
     if not new:
-        return _STOP
+        return STOP
     if not old:
-        return _RESUME if st.first_start is not None else _START
+        return RESUME if st.first_start is not None else START
     a, b = task_counts(old), task_counts(new)
     if a == b:
         same_nodes = all(dict(old[r]) == dict(new.get(r, {})) for r in old)
