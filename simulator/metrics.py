@@ -22,7 +22,7 @@ import pyarrow.parquet as pq
 
 from clustersim.simulator import arrow   # output columns without pa.array's pandas import
 from clustersim.simulator.errors import OutputError
-from clustersim.simulator.job import EMPTY, ENDED, FAULT_FIELDS, FaultState, JobState, Status, StopReason, Tally
+from clustersim.simulator.job import EMPTY, FAULT_FIELDS, FaultState, JobState, Status, StopReason, Tally
 
 
 FAILURE_CAUSES = ("failed", "node_down", "oom")   # StopReason values of failures

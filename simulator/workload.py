@@ -18,7 +18,6 @@ loss curve and its profile's dataset size give its work. docs/models/workload.md
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from itertools import repeat
 from pathlib import Path
 from typing import Annotated, Literal
 
