@@ -76,7 +76,7 @@ class _Base(Policy):
         self.prior = float(undeclared_iterations)
         self.fit_on, self.fit_min = accuracy_fit, int(fit_min_points)
         self.fit_patience, self.fit_relative = int(fit_patience), fit_relative
-        self.ckpt_rate: float | None = None   # the subclasses' checkpoint_gb_per_s
+        self._charge = PodRestart()   # what a restart's checkpoint costs (the subclasses' checkpoint_gb_per_s)
         self._fits: dict[str, tuple[int, float | None]] = {}   # job -> (points fitted, predicted total iterations)
 
     def reset(self, view: View) -> None:
@@ -166,7 +166,7 @@ class _Base(Policy):
     def checkpoint_s(self, jv: JobView) -> float:
         """Writing (or reading back) the job's model checkpoint, as the overhead model charges it
         (``checkpoint_gb_per_s``, notes/sidecar.md §3.6's C(τ)); 0 when not charged."""
-        return jv.profiled.costs.checkpoint_gb / self.ckpt_rate if self.ckpt_rate else 0.0
+        return self._charge.checkpoint_s(jv.profiled.costs)
 
     def remaining(self, jv: JobView) -> float:
         """Declared iterations less those done (E1); without a declaration, the iterations the
@@ -277,7 +277,7 @@ class SideCar(_Base):
                  cross_host: bool = True, reshape_up: bool = True, reshape_down: bool = True,
                  tick_s: Positive | None = 60.0):
         super().__init__(gpu_options, undeclared_iterations, accuracy_fit, fit_min_points, fit_patience, fit_relative)
-        self.ckpt_rate = checkpoint_gb_per_s
+        self._charge = PodRestart(checkpoint_gb_per_s=checkpoint_gb_per_s)
         self.tick_s = tick_s
         self.k_c = container_init_s
         self.d_sc = (process_restart_base_s, process_restart_per_gpu_s)
@@ -814,7 +814,7 @@ class SideCarTermination(_Base):
                  pod_start_per_gpu_s: NonNegative = PodRestart.pod_start_per_gpu_s,
                  checkpoint_gb_per_s: Annotated[float, Range(gt=0)] | None = None, tick_s: Positive | None = 60.0):
         super().__init__(gpu_options, undeclared_iterations, accuracy_fit, fit_min_points, fit_patience, fit_relative)
-        self.ckpt_rate = checkpoint_gb_per_s
+        self._charge = PodRestart(checkpoint_gb_per_s=checkpoint_gb_per_s)
         self.tick_s = tick_s
         self.count_restart = count_restart
         self.cross_host, self.gpu_steps = cross_host, gpu_steps
