@@ -32,7 +32,6 @@ on the fewest nodes (§3.3, placement); the others take the configured placement
 from __future__ import annotations
 
 import heapq
-from itertools import islice
 from operator import attrgetter
 from typing import Annotated, Literal
 from bisect import bisect_left, bisect_right, insort
@@ -251,15 +250,17 @@ class Tiresias(Policy):
             prefix[q] = start
             # the rest of the running part, then the part past it: each job admitted, in order, if its
             # request fits what is left (admission.admit, inline); the scan ends once fewer GPUs are
-            # left than the smallest request. islice, not a slice: the scan mostly stops early, and a
-            # slice copies the queue's rest
-            for lo, hi in ((start, tail), (tail, None)):
+            # left than the smallest request. By index: a slice would copy the queue's rest and
+            # islice would step through the running part to reach its end, where the scan mostly
+            # stops after a few jobs
+            for lo, hi in ((start, tail), (tail, len(queue))):
                 # past the running part: skipped when its smallest job wants more GPUs than are left
-                if hi is None and (tail == len(queue) or g0 < tail_sizes[q].smallest()):
+                if lo == tail < hi and g0 < tail_sizes[q].smallest():
                     break
-                for _, _, job in islice(queue, lo, hi):
+                for i in range(lo, hi):
                     if g0 < smallest:
                         return admitted
+                    job = queue[i][2]
                     g, c, m = job.demand
                     if g <= g0 and c <= c0 and m <= m0:
                         g0 -= g
