@@ -224,14 +224,14 @@ class Tiresias(Policy):
         The jobs of a running part that are admitted as one block are not listed (nor marked)."""
         if self.gittins is not None:
             self._rerank_running()
-        g0, c0, m0 = self.budget   # GPUs, cores and GB left to admit against (locals: the hot loop)
+        left = list(self.budget)
         smallest = self.gpu_sizes.smallest()
         plan = self.plan
         admitted = []
         prefix = self.prefix = [0] * len(self.queues)
         count0, sum0, tail_sizes = self.count0, self.sum0, self.tail_sizes
         for q, queue in enumerate(self.queues):
-            if g0 < smallest:
+            if left[0] < smallest:
                 break
             if not queue:   # (a scan of nothing admits nothing)
                 continue
@@ -239,35 +239,19 @@ class Tiresias(Policy):
             tail = start = count0[q]
             if tail:
                 total = sum0[q]
-                if total[0] <= g0 and total[1] <= c0 and total[2] <= m0:  # admission.admit, inline
-                    g0 -= total[0]
-                    c0 -= total[1]
-                    m0 -= total[2]
+                if total[0] <= left[0] and total[1] <= left[1] and total[2] <= left[2]:  # admission.admit, inline
+                    left[0] -= total[0]
+                    left[1] -= total[1]
+                    left[2] -= total[2]
                 else:
-                    left = [g0, c0, m0]
                     start = self._block(q, left)
-                    g0, c0, m0 = left
             prefix[q] = start
-            # the rest of the running part, then the part past it: each job admitted, in order, if its
-            # request fits what is left (admission.admit, inline); the scan ends once fewer GPUs are
-            # left than the smallest request. By index: a slice would copy the queue's rest and
-            # islice would step through the running part to reach its end, where the scan mostly
-            # stops after a few jobs
-            for lo, hi in ((start, tail), (tail, len(queue))):
-                # past the running part: skipped when its smallest job wants more GPUs than are left
-                if lo == tail < hi and g0 < tail_sizes[q].smallest():
-                    break
-                for i in range(lo, hi):
-                    if g0 < smallest:
-                        return admitted
-                    job = queue[i][2]
-                    g, c, m = job.demand
-                    if g <= g0 and c <= c0 and m <= m0:
-                        g0 -= g
-                        c0 -= c
-                        m0 -= m
-                        job.mark = plan
-                        admitted.append(job)
+            if start < tail and not _scan(queue, start, tail, left, smallest, plan, admitted):
+                return admitted
+            # past the running part: skipped when its smallest job wants more GPUs than are left
+            if tail < len(queue) and left[0] >= tail_sizes[q].smallest() and not _scan(
+                    queue, tail, len(queue), left, smallest, plan, admitted):
+                return admitted
         return admitted
 
     def _block(self, q: int, left: list[float]) -> int:
@@ -481,6 +465,25 @@ class Tiresias(Policy):
 
 # a job's priority: its queue, then its key and trace index there (the queues' own order)
 _rank = attrgetter("queue", "key", "index")
+
+
+def _scan(queue: list, lo: int, hi: int, left: list[float], smallest: float, plan: int, admitted: list) -> bool:
+    """Admit, in order, each job of ``queue[lo:hi]`` whose request fits ``left``; False once fewer
+    GPUs are left than the ``smallest`` request (the scan may stop there). By index: a slice would
+    copy the queue's rest, and ``islice`` steps through the ``lo`` entries before it (a running part
+    of ~100 jobs, where the scan past it mostly stops after a few)."""
+    for i in range(lo, hi):
+        if left[0] < smallest:
+            return False
+        job = queue[i][2]
+        g, c, m = job.demand
+        if g <= left[0] and c <= left[1] and m <= left[2]:  # admission.admit, inline: the hot loop
+            left[0] -= g
+            left[1] -= c
+            left[2] -= m
+            job.mark = plan
+            admitted.append(job)
+    return True
 
 
 class GittinsIndex:
