@@ -24,6 +24,7 @@ from heapq import heappop, heappush
 from operator import attrgetter
 from typing import Annotated
 
+import numpy as np
 from tqdm import tqdm
 
 from clustersim.simulator import arrow
@@ -95,6 +96,19 @@ def fewer_collections(young: int = 100_000):
         gc.set_threshold(*old)
 
 
+def _by_arrival(jobs: list[JobSpec]) -> list[JobSpec]:
+    """The jobs in arrival order: by submit time, then trace index (a stable sort). A trace's jobs
+    mostly come in that order already: checked in numpy, a list copy then instead of a sort whose
+    key makes a tuple per job (1.2 s of a million-job build)."""
+    n = len(jobs)
+    t = np.fromiter((j.submit_time for j in jobs), dtype=np.float64, count=n)
+    i = np.fromiter((j.index for j in jobs), dtype=np.float64, count=n)
+    later, same = t[1:] > t[:-1], t[1:] == t[:-1]
+    if (later | (same & (i[1:] >= i[:-1]))).all():
+        return list(jobs)
+    return sorted(jobs, key=attrgetter("submit_time", "index"))
+
+
 class Engine:
     # Called as ``_wait_until(t)`` before anything at time ``t`` is handled; it must schedule
     # nothing. None in a simulation (time jumps); the testbed (clustersim/testbed/real.py) waits
@@ -121,7 +135,7 @@ class Engine:
         self._slot_start = -math.inf           # time of the last decision (slot_from_last)
         self.limits = limits or Limits()
         self.observe = observe or Observe()
-        self.jobs = sorted(jobs, key=attrgetter("submit_time", "index"))
+        self.jobs = _by_arrival(jobs)
         if len({j.job_id for j in self.jobs}) != len(self.jobs):
             raise ValueError("job ids must be unique")
         self.states = JobStates(self.jobs)   # a job's state is made at its arrival
@@ -674,11 +688,11 @@ class Engine:
     def _check_fit(self) -> None:
         """Every job's requested allocation must fit the empty cluster (else no policy that starts
         jobs at their request ever starts it): the trace's oversize rule drops or clamps such jobs."""
-        seen: dict = {}
+        seen: dict = {}   # by the roles tuple's identity (the build interns them; the specs hold them all along)
         for spec in self.jobs:
-            ok = seen.get(spec.roles)
+            ok = seen.get(id(spec.roles))
             if ok is None:
-                ok = seen[spec.roles] = self.cluster.fits(spec)
+                ok = seen[id(spec.roles)] = self.cluster.fits(spec)
             if not ok:
                 need = ", ".join(f"{r.name} {r.count} x {r.gpu:g} GPU/{r.cpu:g} cores/{r.mem:g} GB"
                                  for r in spec.roles)
