@@ -219,10 +219,14 @@ class Cluster:
         return held
 
     def _snap_used(self) -> None:
-        used = self.used
-        for k in (0, 1, 2):
-            if -EPS < used[k] < EPS:
-                used[k] = 0.0
+        used = self.used   # written out: a loop over the three costs more than the tests (one per take and release)
+        g, c, m = used
+        if -EPS < g < EPS:
+            used[0] = 0.0
+        if -EPS < c < EPS:
+            used[1] = 0.0
+        if -EPS < m < EPS:
+            used[2] = 0.0
 
 
 def _snap(v: float, cap: float) -> float:

@@ -442,8 +442,9 @@ class Engine:
 
     def _view(self) -> View:
         for job in self._reported:   # policies have seen them ended: their samples are done with, and
-            job._state.samples = None   # their numbers go to the recorder's columns, the state let go
-            self.states[job.job_id] = self.recorder.ended(job._state)
+            st = job._state             # their numbers go to the recorder's columns, the state let go
+            st.samples = None
+            self.states[st.spec.job_id] = self.recorder.ended(st)
         view = View(self.clock, self._cluster_view, self._ro_pending, self._ro_running,
                     tuple(self._arrived), tuple(self._finished), tuple(self._stopped))
         self._reported = view.finished
