@@ -268,7 +268,8 @@ class Engine:
 
     def _at_time(self, t: float, handle, *args, priority: int = NORMAL) -> None:
         """Call ``handle(*args)`` at time ``t``, or now if rounding put ``t`` a hair in the past."""
-        self._at(max(t - self.now, 0.0), handle, *args, priority=priority)
+        delay = t - self.now
+        self._at(0.0 if 0.0 > delay else delay, handle, *args, priority=priority)   # max(delay, 0.0), no call
 
     # --- hooks for fault models (simulator/faults.py Hooks)
     def at(self, delay: float, fn, first: bool = False) -> None:
@@ -590,7 +591,8 @@ class Engine:
         else:
             st.rescales += 1
         was_moving = st.rate > 0
-        lost, nxt = self.progress.change(st, rate, c.transition, now, c.gpus + max(lingering, 0.0))
+        lost, nxt = self.progress.change(st, rate, c.transition, now,
+                                         c.gpus + (0.0 if 0.0 > lingering else lingering))   # max(.., 0.0)
         self._rate_changed(st, was_moving, nxt)
         # the event's kind: Enum's ``value`` is a Python-level property, its ``_value_`` a plain attribute
         if lingering > 0:   # the event is the change itself, old allocation to new: not the exiting

@@ -22,7 +22,7 @@ import pyarrow.parquet as pq
 
 from clustersim.simulator import arrow   # output columns without pa.array's pandas import
 from clustersim.simulator.errors import OutputError
-from clustersim.simulator.job import EMPTY, FAULT_FIELDS, FaultState, JobState, Status, StopReason, Tally
+from clustersim.simulator.job import EMPTY, FAULT_FIELDS, FaultState, JobState, Status, StopReason
 
 
 FAILURE_CAUSES = ("failed", "node_down", "oom")   # StopReason values of failures
@@ -38,7 +38,6 @@ _NP = {name: {"d": np.float64, "i": np.int32, "b": np.int8}[code] for name, code
 _STATUSES = tuple(Status)
 _STATUS_CODE = {s: i for i, s in enumerate(_STATUSES)}
 _STOPS = (None, *StopReason)
-_NO_TALLY = Tally()   # a job that never stopped or reshaped: its counts and costs, all zero (never written)
 _NULLABLE = ("first_start", "end_time")
 
 
@@ -269,16 +268,18 @@ class Recorder:
         self._written += 1
         if row >= len(self._cols["status"]):
             self._grow(row + 1)
-        tally = st.tally or _NO_TALLY   # read once: JobState's forwarding properties cost a call each
+        tally = st.tally   # read once: JobState's forwarding properties cost a call each
         # one store per column, in _COLUMNS' order, written out: a loop over (column, value) pairs
         # costs a tuple, a zip and an iteration per job (a million-job run ends a million)
         (progress, service, first_start, end_time, overhead_s, overhead_gpu_s, waited, preemptions, rescales,
          migrations, resizes, failures, status, stop_reason) = self._row_cols
         progress[row], service[row], waited[row] = st.progress, st.service, st.waited
         first_start[row], end_time[row] = _or_nan(st.first_start), _or_nan(st.end_time)
-        overhead_s[row], overhead_gpu_s[row] = tally.overhead_s, tally.overhead_gpu_s
-        preemptions[row], rescales[row], migrations[row] = tally.preemptions, tally.rescales, tally.migrations
-        resizes[row], failures[row] = tally.resizes, tally.failures
+        if tally is not None:   # without one (a job that never stopped or reshaped) its counts and costs are
+            # zero, as the row holds them already: rows are grown in zeros and each is written once
+            overhead_s[row], overhead_gpu_s[row] = tally.overhead_s, tally.overhead_gpu_s
+            preemptions[row], rescales[row], migrations[row] = tally.preemptions, tally.rescales, tally.migrations
+            resizes[row], failures[row] = tally.resizes, tally.failures
         # codes by position in _STATUSES and _STOPS (as _STATUS_CODE gives them): an Enum's hash is a Python call
         status[row], stop_reason[row] = _STATUSES.index(st.status), _STOPS.index(st.stop_reason)
         if st.fault is not None or st.ckpt_next is not None:
