@@ -24,7 +24,6 @@ from heapq import heappop, heappush
 from operator import attrgetter
 from typing import Annotated
 
-import numpy as np
 from tqdm import tqdm
 
 from clustersim.simulator import arrow
@@ -98,15 +97,16 @@ def fewer_collections(young: int = 100_000):
 
 def _by_arrival(jobs: list[JobSpec]) -> list[JobSpec]:
     """The jobs in arrival order: by submit time, then trace index (a stable sort). A trace's jobs
-    mostly come in that order already: checked in numpy, a list copy then instead of a sort whose
-    key makes a tuple per job (1.2 s of a million-job build)."""
-    n = len(jobs)
-    t = np.fromiter((j.submit_time for j in jobs), dtype=np.float64, count=n)
-    i = np.fromiter((j.index for j in jobs), dtype=np.float64, count=n)
-    later, same = t[1:] > t[:-1], t[1:] == t[:-1]
-    if (later | (same & (i[1:] >= i[:-1]))).all():
-        return list(jobs)
-    return sorted(jobs, key=attrgetter("submit_time", "index"))
+    mostly come in that order already: checked in one pass, a list copy then instead of a sort whose
+    key makes a tuple per job (~1 s of a million-job build). The pass allocates nothing: numpy
+    arrays of the times, freed before the run, raised glibc's mmap threshold and the run's peak RSS."""
+    t_prev, i_prev = -math.inf, -math.inf
+    for j in jobs:
+        t, i = j.submit_time, j.index
+        if t < t_prev or t != t or (t == t_prev and i < i_prev):   # out of order (or NaN: sorted's rule)
+            return sorted(jobs, key=attrgetter("submit_time", "index"))
+        t_prev, i_prev = t, i
+    return list(jobs)
 
 
 class Engine:

@@ -859,11 +859,12 @@ def _areas(level: float, area: float, minus: list, plus: list, dt: np.ndarray) -
     return float(levels[-1]), float(np.cumsum(parts)[-1])
 
 
-def _by_time(times: array, jobs: list, gpus: array, chunk: int = 1 << 13):
+def _by_time(times: array, jobs: list, gpus: array, chunk: int = 1 << 12):
     """The events in time order (ties in the order recorded: a stable sort, as ``sorted`` by time), a
     chunk at a time: (times, job specs, GPUs after) arrays and list of up to ``chunk`` events, so
-    that no copy of a long run's events is held at once (choice: 8,192 events, about 1 MB of Python
-    floats in the efficiency loop's per-event lists; numpy's per-chunk cost is then a few ms a run)."""
+    that no copy of a long run's events is held at once (choice: 4,096 events, about 0.5 MB of Python
+    floats in the efficiency loop's per-event lists and numpy arrays under glibc's 128 KiB mmap
+    threshold; numpy's per-chunk cost is then a few ms a run)."""
     t, g = np.frombuffer(times, dtype=np.float64), np.frombuffer(gpus, dtype=np.float64)   # read, not copied
     if not (t[1:] < t[:-1]).any():   # recorded as the clock went, so in order already: no sort to hold
         for i in range(0, len(t), chunk):
