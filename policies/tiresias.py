@@ -181,13 +181,13 @@ class Tiresias(Policy):
         stops.sort(key=_rank)
         started = []
         free = view.cluster.free_copy()
-        released = self._release(free, stops)
+        released = self._release(free, stops) if stops else None
         for job in starting:
             alloc = self._placed(job, free, view)
             if alloc is not None:
                 started.append((job, alloc))
-        # kept: nothing admitted needed its nodes
-        stops = [j for j, kept in zip(stops, self._keep(free, stops, released)) if not kept]
+        if stops:   # kept: nothing admitted needed its nodes
+            stops = [j for j, kept in zip(stops, self._keep(free, stops, released)) if not kept]
         allocations: dict = {j.jid: None for j in stops}
         for job, alloc in started:
             allocations[job.jid] = alloc
@@ -281,12 +281,12 @@ class Tiresias(Policy):
         """Give what the running jobs ``stops`` hold back to ``free``, to plan as if they stopped; the
         result is what ``_keep`` needs to take it back."""
         held = [_rows(job) for job in stops]
-        return _release_rows(free, held), held
+        _release_rows(free, held)
+        return held
 
     def _keep(self, free: np.ndarray, stops: list[_Job], released) -> list[bool]:
         """Whether each of ``stops`` (rank order) keeps its nodes once the plan's jobs are placed."""
-        nodes, held = released
-        return _kept_rows(free, nodes, held)
+        return _kept_rows(free, released)
 
     def _placed(self, job: _Job, free: np.ndarray, view: View):
         if not job.consolidate:
@@ -492,36 +492,38 @@ def _rows(job: _Job) -> dict:
     return job.held
 
 
-def _release_rows(free: np.ndarray, held: list[dict]) -> list[int]:
+def _release_rows(free: np.ndarray, held: list[dict]) -> None:
     """Add what each stopped job holds (``held``, in rank order) to its nodes' rows of ``free``, as
     ``placement.release`` job by job would: per node the same float additions in the same order, on
-    the rows read once and written back once (not a numpy read and write per job and node). Return
-    the nodes written."""
-    nodes = list({node for rows in held for node in rows})
-    if not nodes:
-        return nodes
-    now = dict(zip(nodes, free[nodes].tolist()))
+    the node's row read once and written once however many of the jobs share it (not a numpy read
+    and write per job and node). Row by row: a fancy-indexed read or write of the few nodes costs
+    more than several single-row ones."""
+    now: dict = {}
     for rows in held:
         for node, row in rows.items():
-            f = now[node]
+            f = now.get(node)
+            if f is None:
+                f = now[node] = free[node].tolist()
             f[0] += row[0]
             f[1] += row[1]
             f[2] += row[2]
-    free[nodes] = list(now.values())
-    return nodes
+    for node, f in now.items():
+        free[node] = f
 
 
-def _kept_rows(free: np.ndarray, nodes: list[int], held: list[dict]) -> list[bool]:
+def _kept_rows(free: np.ndarray, held: list[dict]) -> list[bool]:
     """Whether each stopped job (in rank order) is kept on its nodes: ``placement.keep_in_place`` of
-    each in turn (a job is kept when all it held is still free there, and then takes it back), on the
-    released nodes' rows read once after the starting jobs were placed. ``free`` is not written: the
-    plan reads nothing of it after this."""
-    now = dict(zip(nodes, free[nodes].tolist()))
+    each in turn (a job is kept when all it held is still free there, and then takes it back), each
+    node's row read once, when first needed, after the starting jobs were placed. ``free`` is not
+    written: the plan reads nothing of it after this."""
+    now: dict = {}
     kept = []
     for rows in held:
         fits = True
         for node, row in rows.items():
-            f = now[node]
+            f = now.get(node)
+            if f is None:
+                f = now[node] = free[node].tolist()
             if row[0] > f[0] + FREE_EPS or row[1] > f[1] + FREE_EPS or row[2] > f[2] + FREE_EPS:
                 fits = False
                 break
