@@ -5,11 +5,12 @@ touched rows read once: at every plan the released matrix must equal, bit for bi
 ``placement.release`` job by job gives (each job's rows worked out again), and the jobs kept must be
 those ``placement.keep_in_place`` job by job keeps, or a decision would change."""
 
+import numpy as np
 import pytest
 
 from clustersim.policies.elastic_tiresias import ElasticTiresias
 from clustersim.policies.placement import keep_in_place, release
-from clustersim.policies.tiresias import Tiresias
+from clustersim.policies.tiresias import Tiresias, _kept_rows, _release_rows
 from clustersim.simulator.engine import Engine
 from clustersim.simulator.overhead import ConstantOverhead
 from tests.factories import cluster
@@ -85,3 +86,21 @@ def test_elastic_tiresias_stops_released_and_kept_as_job_by_job(stop_free, seed)
                                            pause_s=2.0), progress=False).run()
     assert rec.summary()["jobs_finished"] == 80
     assert pol.kept > 20 and pol.stopped > 0 and pol.reused > 20 and pol.changed > 0
+
+
+def test_stops_sharing_a_node_kept_in_priority_order():
+    """Two 4-GPU nodes. Free: node 0 (1 GPU, 4 cores, 10 GB), node 1 (0, 2, 10). Stop a (first in
+    priority) holds 1 GPU + 2 cores on node 0; stop b holds 2 GPUs + 2 cores on node 0 and 1 GPU +
+    1 core on node 1. Released: node 0 = (1 + 1 + 2, 4 + 2 + 2, 10) = (4, 8, 10), node 1 = (1, 3, 10).
+    A starting job then takes 2 GPUs on node 0: (2, 8, 10). a is kept (1 <= 2 GPUs), leaving
+    (1, 6, 10); b wants 2 GPUs there, 1 is left: b stops."""
+    free = np.array([[1.0, 4.0, 10.0], [0.0, 2.0, 10.0]])
+    a = {0: [1.0, 2.0, 0.0]}
+    b = {0: [2.0, 2.0, 0.0], 1: [1.0, 1.0, 0.0]}
+    _release_rows(free, [a, b])
+    assert free.tolist() == [[4.0, 8.0, 10.0], [1.0, 3.0, 10.0]]
+    free[0, 0] -= 2.0   # the starting job's placement
+    assert _kept_rows(free, [a, b]) == [True, False]
+    # in the other order b fits (2 <= 2 GPUs on node 0, 1 <= 1 on node 1), leaving node 0 no GPU for a
+    assert _kept_rows(free, [b, a]) == [True, False]
+    assert free.tolist() == [[2.0, 8.0, 10.0], [1.0, 3.0, 10.0]]   # the keeps write nothing back
