@@ -100,6 +100,7 @@ class ElasticTiresias(Tiresias):
         self.best: dict[str, tuple] = {}         # job -> (t(p*), its packed rates S(p)): _curve
         self.grown: set[str] = set()             # jobs R2 grew past their request, until reclaimed
         self.shapes: dict[str, tuple] = {}       # job -> what R1's search reads of it (_shape)
+        self._job_facts: dict[str, tuple] = {}   # job -> (its GPU role, machines k, task demand, fewest GPUs): _compact
         self.min_task_gpu = float("inf")         # the smallest per-task GPU demand of any job seen
         self._admitted: list = []                # the jobs the latest base plan admitted
         # R1's donors kept across decisions, by the allocations this policy gave (_note, _list):
@@ -212,7 +213,7 @@ class ElasticTiresias(Tiresias):
 
     def _finish(self, job) -> None:
         for d in (self.size, self.reserved, self.speed, self.best, self.shapes, self._rich, self._held, self._busy,
-                  self._facts):
+                  self._facts, self._job_facts):
             d.pop(job.view.job_id, None)
         self._list(job.view.job_id)
         self.grown.discard(job.view.job_id)
@@ -474,16 +475,19 @@ class ElasticTiresias(Tiresias):
     # ------------------------------------------------------------------ R1: compaction
     def _compact(self, view, job, allocs, free, planned) -> None:
         jv = job.view
-        roles = jv.roles
-        if len(roles) != 1 or roles[0].gpu <= 0:
-            return
-        role = roles[0]
-        p_req = role.count
-        k = max(1, math.ceil(p_req / self.m))          # footnote 6: at most ceil(p_i/m) machines
+        facts = self._job_facts.get(job.jid)
+        if facts is None:   # what R1 reads of the job's request, the same at every look
+            roles = jv.roles
+            if len(roles) != 1 or roles[0].gpu <= 0:
+                return
+            role = roles[0]
+            k = max(1, math.ceil(role.count / self.m))   # footnote 6: at most ceil(p_i/m) machines
+            facts = self._job_facts[job.jid] = (role, k, role.demand, self._lowest(role))
+        role, k, demand, lo = facts
         if self._donor_room is None:
             self._donor_room = self._donor_above_floor(view, allocs, planned)
-        idle, top = self._idle(view, free, role.demand)
-        lo = self._lowest(role)
+        hit = self._idle_room.get(demand)
+        idle, top = hit if hit is not None else self._idle(view, free, demand)
         if not self._donor_room and sum(top[:k]) < lo:
             # every donor at its floor: only idle GPUs can be had, on at most k machines, and the
             # k roomiest up machines hold fewer than the fewest GPUs the job may start on
@@ -565,7 +569,7 @@ class ElasticTiresias(Tiresias):
         """Tasks of ``demand`` that fit each node now, and the counts of the up nodes, largest
         first. Kept per task demand until a compaction takes GPUs: under a deep overload most
         waiting jobs find nothing to take, and this spares each of them the per-node search."""
-        key = tuple(demand)
+        key = tuple(demand)   # (a role's demand is a tuple: _compact looks it up by itself)
         hit = self._idle_room.get(key)
         if hit is None:
             idle = tasks_per_node(free, demand)
@@ -620,9 +624,11 @@ class ElasticTiresias(Tiresias):
             up = view.cluster.up
             options = [[n] for n in np.flatnonzero(self._node_tick > since).tolist()
                        if up[n] and (idle[n] > 0 or per_node.get(n))]
+        states = self._node_states
         for nodes in options:
             key = tuple(nodes)
-            state = tuple(self._node_state(view, n, donors, per_node, free, planned) for n in nodes)
+            state = tuple(states.get((n, donors)) or self._node_state(view, n, donors, per_node, free, planned)
+                          for n in nodes)
             hit = memo.get(key)
             if hit is not None and hit[0] == state:
                 plan = hit[1]
