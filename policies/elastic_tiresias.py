@@ -341,6 +341,7 @@ class ElasticTiresias(Tiresias):
         curve costs a speed estimate per GPU count, worked out only when needed)."""
         if self._nothing_to_take(view, free, allocs, planned):
             return   # it holds until a compaction: the walk would end at its first job R1 may start
+        # (it is looked at again after each compaction, not before each job: between two it holds)
         pending, reserved, groups, failed = view.pending, self.reserved, self._groups, self._failed
         pos = None   # the rank of the last job looked at
         dropped = set()   # shapes that found no start in this state (those of earlier decisions never enter)
@@ -363,8 +364,6 @@ class ElasticTiresias(Tiresias):
             group = shape   # the group popped, whose next job goes back on the heap
             jid = job.jid
             if jid in pending and jid not in allocs and jid not in reserved and shape not in failed:
-                if self._nothing_to_take(view, free, allocs, planned):
-                    return
                 done = self.compactions
                 self._compact(view, job, allocs, free, planned)
                 if shape is None:   # _compact works its shape out (unless it returns before): it joins that group
@@ -373,6 +372,8 @@ class ElasticTiresias(Tiresias):
                         self._ungroup(job)
                         self._group(job, shape)
                 if self.compactions != done:   # the state changed: every shape tries again
+                    if self._nothing_to_take(view, free, allocs, planned):
+                        return   # (it changes only at a compaction: looked at after each)
                     dropped.clear()
                     heap = []
                     for s, r in groups.items():
