@@ -32,7 +32,6 @@ on the fewest nodes (§3.3, placement); the others take the configured placement
 from __future__ import annotations
 
 import heapq
-from itertools import islice
 from operator import attrgetter
 from typing import Annotated, Literal
 from bisect import bisect_left, bisect_right, insort
@@ -168,7 +167,8 @@ class Tiresias(Policy):
         if not starting:
             # nothing to place: a running job the plan did not admit would be released and then
             # kept in place on the same free rows (keep_in_place), so nothing stops either
-            self._join_running_part(admitted)
+            if self.loose:   # (else no admitted job is outside its running part: none to join)
+                self._join_running_part(admitted)
             return {}
         plan = self.plan
         stops = [j for j in self.loose if j.mark != plan] if self.loose else []
@@ -178,26 +178,28 @@ class Tiresias(Policy):
         stops.sort(key=_rank)
         started = []
         free = view.cluster.free_copy()
-        for job in stops:
-            release(free, job.view)
+        held = [release(free, job.view) for job in stops]   # per job, its rows: keep_in_place takes them back
         for job in starting:
             alloc = self._placed(job, free, view)
             if alloc is not None:
                 started.append((job, alloc))
-        stops = [j for j in stops if not keep_in_place(free, j.view)]  # kept: nothing admitted needed its nodes
+        # kept: nothing admitted needed its nodes
+        stops = [j for j, rows in zip(stops, held) if not keep_in_place(free, j.view, rows)]
         allocations: dict = {j.jid: None for j in stops}
         for job, alloc in started:
             allocations[job.jid] = alloc
         self._started([j for j, _ in started], now)
         if stops:
             self._preempted(stops, now)
-        self._join_running_part(admitted)
+        if self.loose:
+            self._join_running_part(admitted)
         return allocations
 
     def _join_running_part(self, admitted: list[_Job]) -> None:
         """Admitted jobs that run join the running part of their FIFO queue, in scan order.
         A new key (0, n) is the largest of the part and below every waiting job's (1, ..): the
-        job goes right after the part's ``count0`` jobs, with no search."""
+        job goes right after the part's ``count0`` jobs, with no search. Called when ``loose``
+        is not empty: in a FIFO queue a running job outside its running part is in it."""
         if self.gittins is None and self.queue_order != "pollux":
             queues, count0, sum0, tail_sizes, loose = self.queues, self.count0, self.sum0, self.tail_sizes, self.loose
             for job in admitted:
@@ -205,7 +207,7 @@ class Tiresias(Policy):
                     q = job.queue
                     queue = queues[q]
                     g, c, m = job.demand
-                    del queue[bisect_left(queue, (job.key, job.index))]   # _remove, from the part past it
+                    del queue[bisect_left(queue, (job.key, job.index), count0[q])]   # _remove, from the part past it
                     tail_sizes[q].remove(g)
                     self.seq += 1   # _count
                     job.key = (0, self.seq)
@@ -244,12 +246,11 @@ class Tiresias(Policy):
                 else:
                     start = self._block(q, left)
             prefix[q] = start
-            # islice, not a slice: the scan mostly stops early, and a slice copies the queue's rest
-            if start < tail and not _scan(islice(queue, start, tail), left, smallest, plan, admitted):
+            if start < tail and not _scan(queue, start, tail, left, smallest, plan, admitted):
                 return admitted
             # past the running part: skipped when its smallest job wants more GPUs than are left
             if tail < len(queue) and left[0] >= tail_sizes[q].smallest() and not _scan(
-                    islice(queue, tail, None), left, smallest, plan, admitted):
+                    queue, tail, len(queue), left, smallest, plan, admitted):
                 return admitted
         return admitted
 
@@ -400,19 +401,22 @@ class Tiresias(Policy):
         """Put ``job`` in its queue by key. In a FIFO queue (keys (0, ..) first) count it in the running
         part or in the part past it; keep ``loose``: the running jobs that no running part counts."""
         q, key = job.queue, job.key
-        insort(self.queues[q], (key, job.index, job))
         counted = False
         if self.gittins is None:
             g, c, m = job.demand
-            if key[0] == 0:
+            if key[0] == 0:   # into the running part: the queue's first count0 entries
+                insort(self.queues[q], (key, job.index, job), 0, self.count0[q])
                 counted = True
                 self.count0[q] += 1
                 total = self.sum0[q]
                 total[0] += g
                 total[1] += c
                 total[2] += m
-            else:
+            else:             # past it
+                insort(self.queues[q], (key, job.index, job), self.count0[q])
                 self.tail_sizes[q].add(g)
+        else:
+            insort(self.queues[q], (key, job.index, job))
         if job.running and not counted:
             self.loose.add(job)
         else:
@@ -422,17 +426,20 @@ class Tiresias(Policy):
         """Take ``job`` out of its queue, and out of its FIFO part's counts."""
         q, key = job.queue, job.key
         queue = self.queues[q]
-        del queue[bisect_left(queue, (key, job.index))]
         if self.gittins is None:
             g, c, m = job.demand
-            if key[0] == 0:
+            if key[0] == 0:   # the running part: the first count0 entries
+                del queue[bisect_left(queue, (key, job.index), 0, self.count0[q])]
                 self.count0[q] -= 1
                 total = self.sum0[q]
                 total[0] -= g
                 total[1] -= c
                 total[2] -= m
             else:
+                del queue[bisect_left(queue, (key, job.index), self.count0[q])]
                 self.tail_sizes[q].remove(g)
+        else:
+            del queue[bisect_left(queue, (key, job.index))]
 
     def _finish(self, job: _Job) -> None:
         self._remove(job)
@@ -460,12 +467,15 @@ class Tiresias(Policy):
 _rank = attrgetter("queue", "key", "index")
 
 
-def _scan(entries: list, left: list[float], smallest: float, plan: int, admitted: list) -> bool:
-    """Admit, in order, each job of ``entries`` whose request fits ``left``; False once fewer GPUs
-    are left than the ``smallest`` request (the scan may stop there)."""
-    for _, _, job in entries:
+def _scan(queue: list, lo: int, hi: int, left: list[float], smallest: float, plan: int, admitted: list) -> bool:
+    """Admit, in order, each job of ``queue[lo:hi]`` whose request fits ``left``; False once fewer
+    GPUs are left than the ``smallest`` request (the scan may stop there). By index: a slice would
+    copy the queue's rest, and ``islice`` steps through the ``lo`` entries before it (a running part
+    of ~100 jobs, where the scan past it mostly stops after a few)."""
+    for i in range(lo, hi):
         if left[0] < smallest:
             return False
+        job = queue[i][2]
         g, c, m = job.demand
         if g <= left[0] and c <= left[1] and m <= left[2]:  # admission.admit, inline: the hot loop
             left[0] -= g

@@ -207,22 +207,29 @@ class Cluster:
 
     def _held(self, spec: JobSpec, role: str, tasks) -> tuple:
         """(resource index, amount) of each resource a task of ``role`` holds under ``tasks``'
-        grants; few distinct demands exist in a run, so each is worked out once, keyed by the
-        role and the grants (a role's hash is kept: simulator/job.py RoleSpec)."""
+        grants: the role's own ``needs`` without grants; with them, each distinct demand worked out
+        once, keyed by the role and the grants (a role's hash is kept: simulator/job.py RoleSpec)."""
         r = spec.roles[0] if spec.roles else None
         if r is None or r.name != role:   # the first role (the common case) needs no search
             r = spec.role(role)
-        key = (r, getattr(tasks, "cpu", None), getattr(tasks, "mem", None))
+        cpu, mem = getattr(tasks, "cpu", None), getattr(tasks, "mem", None)
+        if cpu is None and mem is None:
+            return r.needs
+        key = (r, cpu, mem)
         held = self._demands.get(key)
         if held is None:
-            held = self._demands[key] = tuple((k, x) for k, x in enumerate(task_demand(r, tasks)) if x)
+            held = self._demands[key] = tuple((k, x) for k, x in enumerate(task_demand(r, tasks)) if x > 0)
         return held
 
     def _snap_used(self) -> None:
-        used = self.used
-        for k in (0, 1, 2):
-            if -EPS < used[k] < EPS:
-                used[k] = 0.0
+        used = self.used   # written out: a loop over the three costs more than the tests (one per take and release)
+        g, c, m = used
+        if -EPS < g < EPS:
+            used[0] = 0.0
+        if -EPS < c < EPS:
+            used[1] = 0.0
+        if -EPS < m < EPS:
+            used[2] = 0.0
 
 
 def _snap(v: float, cap: float) -> float:

@@ -22,7 +22,7 @@ import pyarrow.parquet as pq
 
 from clustersim.simulator import arrow   # output columns without pa.array's pandas import
 from clustersim.simulator.errors import OutputError
-from clustersim.simulator.job import EMPTY, FAULT_FIELDS, FaultState, JobState, Status, StopReason, Tally
+from clustersim.simulator.job import EMPTY, FAULT_FIELDS, FaultState, JobState, Status, StopReason
 
 
 FAILURE_CAUSES = ("failed", "node_down", "oom")   # StopReason values of failures
@@ -38,7 +38,6 @@ _NP = {name: {"d": np.float64, "i": np.int32, "b": np.int8}[code] for name, code
 _STATUSES = tuple(Status)
 _STATUS_CODE = {s: i for i, s in enumerate(_STATUSES)}
 _STOPS = (None, *StopReason)
-_NO_TALLY = Tally()   # a job that never stopped or reshaped: its counts and costs, all zero (never written)
 _NULLABLE = ("first_start", "end_time")
 
 
@@ -269,16 +268,18 @@ class Recorder:
         self._written += 1
         if row >= len(self._cols["status"]):
             self._grow(row + 1)
-        tally = st.tally or _NO_TALLY   # read once: JobState's forwarding properties cost a call each
+        tally = st.tally   # read once: JobState's forwarding properties cost a call each
         # one store per column, in _COLUMNS' order, written out: a loop over (column, value) pairs
         # costs a tuple, a zip and an iteration per job (a million-job run ends a million)
         (progress, service, first_start, end_time, overhead_s, overhead_gpu_s, waited, preemptions, rescales,
          migrations, resizes, failures, status, stop_reason) = self._row_cols
         progress[row], service[row], waited[row] = st.progress, st.service, st.waited
         first_start[row], end_time[row] = _or_nan(st.first_start), _or_nan(st.end_time)
-        overhead_s[row], overhead_gpu_s[row] = tally.overhead_s, tally.overhead_gpu_s
-        preemptions[row], rescales[row], migrations[row] = tally.preemptions, tally.rescales, tally.migrations
-        resizes[row], failures[row] = tally.resizes, tally.failures
+        if tally is not None:   # without one (a job that never stopped or reshaped) its counts and costs are
+            # zero, as the row holds them already: rows are grown in zeros and each is written once
+            overhead_s[row], overhead_gpu_s[row] = tally.overhead_s, tally.overhead_gpu_s
+            preemptions[row], rescales[row], migrations[row] = tally.preemptions, tally.rescales, tally.migrations
+            resizes[row], failures[row] = tally.resizes, tally.failures
         # codes by position in _STATUSES and _STOPS (as _STATUS_CODE gives them): an Enum's hash is a Python call
         status[row], stop_reason[row] = _STATUSES.index(st.status), _STOPS.index(st.stop_reason)
         if st.fault is not None or st.ckpt_next is not None:
@@ -780,59 +781,96 @@ def efficiency(rec: Recorder, start: float, end: float) -> dict:
     if speed is None or end <= start:
         return out
     per_node = max(float(rec.cluster.capacity[:, 0].max(initial=1.0)), 1.0)
-    best: dict[str, tuple] = {}
+    best: dict[tuple, float | None] = {}
+
+    def rate(spec, role, k: int) -> float:
+        nodes = max(1, int(np.ceil(k * role.gpu / per_node)))
+        per, extra = divmod(k, nodes)
+        return speed.rate(spec, {role.name: {i: per + (i < extra) for i in range(nodes) if per + (i < extra)}})
 
     def eff(spec, gpus: float) -> float | None:
         if len(spec.roles) != 1 or spec.roles[0].gpu <= 0 or gpus <= 0:
             return None
         role = spec.roles[0]
         n = int(round(gpus / role.gpu))
-
-        def rate(k: int) -> float:
-            nodes = max(1, int(np.ceil(k * role.gpu / per_node)))
-            per, extra = divmod(k, nodes)
-            return speed.rate(spec, {role.name: {i: per + (i < extra) for i in range(nodes) if per + (i < extra)}})
         # jobs of one profile, batch and request share their speeds (a profile-less job has its own)
         key = (spec.profile, spec.batch_size, spec.roles, n) if spec.profile else (spec.job_id, n)
         if key not in best:
             top = max(role.max_count, role.count, n)
-            t_best = max(rate(k) / k for k in _sizes(top))
-            best[key] = rate(n) / (n * t_best) if t_best > 0 and n > 0 else None
+            t_best = max(rate(spec, role, k) / k for k in _sizes(top))
+            best[key] = rate(spec, role, n) / (n * t_best) if t_best > 0 and n > 0 else None
         return best[key]
 
-    # busy GPUs and efficiency-weighted GPUs change only at events: keep their sums as jobs change
+    # busy GPUs and efficiency-weighted GPUs change only at events. Per event (in time order) the
+    # GPUs and efficiency x GPUs the job counts with before (``old``) and after it (``new``); the
+    # running sums and the areas under them are then numpy's cumulative sums, which add one value
+    # after another as a Python loop does (not pairwise): the same figures to the bit
+    shared: dict[tuple, float | None] = {}   # eff by (profile, batch, roles object, GPUs): no roles hash an event
     held: dict[str, tuple[float, float]] = {}   # job -> (GPUs, efficiency x GPUs) it counts with
     busy = weighted = busy_area = eff_area = 0.0
     t_prev = start
-    for t, spec, g in _by_time(ev["time"], ev["job"], ev["gpus_after"]):
-        job_id = spec.job_id
-        t = min(max(t, start), end)
-        if t > t_prev:
-            busy_area += busy * (t - t_prev)
-            eff_area += weighted * (t - t_prev)
-            t_prev = t
-        old = held.pop(job_id, None)
-        if old is not None:
-            busy, weighted = busy - old[0], weighted - old[1]
-        e = eff(spec, g) if g > 0 else None
-        if e is not None:
-            held[job_id] = (g, e * g)
-            busy, weighted = busy + g, weighted + e * g
+    for t, specs, g in _by_time(ev["time"], ev["job"], ev["gpus_after"]):
+        old_g, old_w, new_g, new_w = [], [], [], []
+        for spec, gpus in zip(specs, g.tolist()):
+            job_id = spec.job_id
+            old = held.pop(job_id, None)
+            old_g.append(0.0 if old is None else old[0])
+            old_w.append(0.0 if old is None else old[1])
+            e = None
+            if gpus > 0:
+                if spec.profile:
+                    k = (spec.profile, spec.batch_size, id(spec.roles), gpus)
+                    e = shared.get(k, shared)
+                    if e is shared:
+                        e = shared[k] = eff(spec, gpus)
+                else:
+                    e = eff(spec, gpus)
+            if e is None:
+                new_g.append(0.0)
+                new_w.append(0.0)
+            else:
+                held[job_id] = (gpus, e * gpus)
+                new_g.append(gpus)
+                new_w.append(e * gpus)
+        t = np.minimum(np.maximum(t, start), end)
+        dt = np.diff(t, prepend=t_prev)
+        t_prev = float(t[-1])
+        busy, busy_area = _areas(busy, busy_area, old_g, new_g, dt)
+        weighted, eff_area = _areas(weighted, eff_area, old_w, new_w, dt)
     gpu_area = float(rec.cluster.total[0]) * (end - start)
     out["gpu_efficiency_mean"] = eff_area / busy_area if busy_area > 0 else None
     out["cluster_efficiency_mean"] = eff_area / gpu_area if gpu_area > 0 else None
     return out
 
 
-def _by_time(times: array, jobs: list, gpus: array, chunk: int = 1 << 16):
-    """(time, job, GPUs after) of each event in time order (ties in the order recorded: a stable
-    sort, as ``sorted`` by time), made a chunk at a time: no tuple per event of a long run held at once."""
+def _areas(level: float, area: float, minus: list, plus: list, dt: np.ndarray) -> tuple[float, float]:
+    """A level that each event first lowers by ``minus`` then raises by ``plus``, and the area under
+    it, each event's ``dt`` after the previous one: the loop ``area += level * dt; level -= minus;
+    level += plus`` over the events, from (``level``, ``area``), in numpy's sequential cumulative sums."""
+    steps = np.empty(2 * len(plus) + 1)
+    steps[0] = level
+    steps[1::2] = minus
+    np.negative(steps[1::2], out=steps[1::2])
+    steps[2::2] = plus
+    levels = np.cumsum(steps)   # levels[2i]: the level before event i
+    parts = np.empty(len(plus) + 1)
+    parts[0] = area
+    np.multiply(levels[0:-1:2], dt, out=parts[1:])
+    return float(levels[-1]), float(np.cumsum(parts)[-1])
+
+
+def _by_time(times: array, jobs: list, gpus: array, chunk: int = 1 << 12):
+    """The events in time order (ties in the order recorded: a stable sort, as ``sorted`` by time), a
+    chunk at a time: (times, job specs, GPUs after) arrays and list of up to ``chunk`` events, so
+    that no copy of a long run's events is held at once (choice: 4,096 events, about 0.5 MB of Python
+    floats in the efficiency loop's per-event lists and numpy arrays under glibc's 128 KiB mmap
+    threshold; numpy's per-chunk cost is then a few ms a run)."""
     t, g = np.frombuffer(times, dtype=np.float64), np.frombuffer(gpus, dtype=np.float64)   # read, not copied
     if not (t[1:] < t[:-1]).any():   # recorded as the clock went, so in order already: no sort to hold
         for i in range(0, len(t), chunk):
-            yield from zip(t[i:i + chunk].tolist(), jobs[i:i + chunk], g[i:i + chunk].tolist())
+            yield t[i:i + chunk], jobs[i:i + chunk], g[i:i + chunk]
         return
     order = np.argsort(t, kind="stable")
     for i in range(0, len(order), chunk):
         idx = order[i:i + chunk]
-        yield from zip(t[idx].tolist(), [jobs[k] for k in idx.tolist()], g[idx].tolist())
+        yield t[idx], [jobs[k] for k in idx.tolist()], g[idx]

@@ -166,7 +166,8 @@ class Progress:
             if self._rng is not None:
                 if not self._block:
                     self._block = self._rng.standard_normal(1024).tolist()[::-1]
-                noise = max(1.0 + self.noise * self._block.pop(), 0.01)
+                noise = 1.0 + self.noise * self._block.pop()
+                noise = 0.01 if 0.01 > noise else noise   # max(noise, 0.01), without the builtin's call
             if samples is None:
                 samples = st.samples = []
             samples.append([now, None, st.rate * noise, st.allocation])

@@ -40,7 +40,7 @@ def reconcile(wanted: Mapping[str, Allocation | None], states: Mapping[str, JobS
     """The changes ``wanted`` makes (job id -> wanted allocation; None or empty: stop), in its
     order. ``active``: whether a job id is pending or running (no other job may be changed);
     ``who`` names the policy in errors."""
-    planned = []
+    planned = []   # the changes as they would be with nothing handed over or lingering
     transition = overhead.transition
     holding = False   # some changed job holds resources now
     for job_id, alloc in wanted.items():
@@ -51,23 +51,23 @@ def reconcile(wanted: Mapping[str, Allocation | None], states: Mapping[str, JobS
         if new != st.allocation:
             change = classify(st, new)
             tr = FREE if change in STOPS else transition(st.spec, change, st.allocation, new)
-            planned.append((st, new, change, tr, gpus))
+            planned.append(JobChange(st, new, change, tr, gpus))
             holding = holding or bool(st.allocation)
     if not holding:
         # the common decision: only jobs that hold nothing start or resume. Nothing is released,
         # scaled in or handed over, so the changes are known once every job has taken its own.
-        for st, new, _, _, _ in planned:
-            cluster.take(st.spec, new, who)
-        return [JobChange(st, new, change, tr, gpus) for st, new, change, tr, gpus in planned]
-    for st, _, _, _, _ in planned:
-        if st.allocation:
-            cluster.release(st.spec, st.allocation)
-    for st, new, _, _, _ in planned:
-        if new:
-            cluster.take(st.spec, new, who)
+        for c in planned:
+            cluster.take(c.state.spec, c.new, who)
+        return planned
+    for c in planned:
+        if c.state.allocation:
+            cluster.release(c.state.spec, c.state.allocation)
+    for c in planned:
+        if c.new:
+            cluster.take(c.state.spec, c.new, who)
     lingering, handed = _exit_gracefully(planned, cluster, who)
     out = []
-    for st, new, change, tr, gpus in planned:
+    for st, new, change, tr, gpus, _ in planned:
         if new and handed:
             wait = max((handed.get(n, 0.0) for n in nodes_of(new) - nodes_of(st.allocation)), default=0.0)
             tr = _after(tr, wait)
@@ -81,7 +81,7 @@ def _exit_gracefully(planned, cluster: Cluster, who: str) -> tuple[dict[str, All
     Returns ({job: lingering tasks}, {node: seconds a job taking resources there waits})."""
     lingering: dict[str, Allocation] = {}
     handed: dict[int, float] = {}
-    for st, new, change, tr, _ in planned:
+    for st, new, change, tr, _, _ in planned:
         if tr.release_s > 0 and change is Change.SCALE_IN:
             leaving = _minus(st.allocation, new)
             try:

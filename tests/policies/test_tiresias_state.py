@@ -8,6 +8,7 @@ from collections import Counter
 
 import pytest
 
+from clustersim.policies.admission import admit
 from clustersim.policies.tiresias import Tiresias
 from clustersim.simulator.engine import Engine
 from tests.factories import cluster, gpu_job, jobs
@@ -18,11 +19,28 @@ class CheckedTiresias(Tiresias):
 
     def __init__(self, **params):
         super().__init__(**params)
-        self.checks = self.part_moves = 0
+        self.checks = self.part_moves = self.admissions = 0
 
     def _join_running_part(self, admitted) -> None:
         self.part_moves += sum(1 for j in admitted if j.running and j.key and j.key[0] == 1)
         super()._join_running_part(admitted)
+
+    def _admit(self, view):
+        """The kept scan (running parts admitted as blocks, parts skipped, the scan cut short) admits
+        the jobs a plain scan admits: every job of every queue in order, each whose request fits
+        what is left. The block admitted at once is each queue's first ``prefix`` jobs."""
+        admitted = super()._admit(view)
+        left, plain = list(self.budget), []
+        for queue in self.queues:
+            for _, _, job in queue:
+                if admit(left, job.demand):
+                    plain.append(job.jid)
+        blocks = [e[2].jid for q, queue in enumerate(self.queues) for e in queue[:self.prefix[q]]]
+        assert sorted(blocks + [j.jid for j in admitted]) == sorted(plain)
+        ranked = [(j.queue, j.key, j.index) for j in admitted]
+        assert ranked == sorted(ranked)   # listed in scan order
+        self.admissions += 1
+        return admitted
 
     def decide(self, view):
         decision = super().decide(view)
@@ -71,13 +89,14 @@ def overloaded(seed: int, n: int = 80) -> list:
 ], ids=lambda p: ",".join(f"{k}={v}" for k, v in p.items()) or "default")
 @pytest.mark.parametrize("seed", range(2))
 def test_kept_queues_match_a_full_pass(params, seed):
-    """Random overloaded runs with demotions after 60 and 600 GPU-s: every job finishes, and after
-    every decision the kept state equals a pass over every job."""
+    """Random overloaded runs with demotions after 60 and 600 GPU-s: every job finishes, after
+    every decision the kept state equals a pass over every job, and every plan admits the jobs a
+    plain scan of every queue admits."""
     pol = CheckedTiresias(thresholds=[60.0, 600.0], **params)
     rec = Engine(overloaded(seed), cluster(nodes=3, gpus=4), pol, progress=False).run()
     s = rec.summary()
     assert s["jobs_finished"] == 80 and s["preemptions"] > 0
-    assert pol.checks > 100
+    assert pol.checks > 100 and pol.admissions > 100
     if not params.get("gittins") and params.get("queue_order") != "pollux":
         assert pol.part_moves > 0   # started and demoted running jobs joined a running part
 

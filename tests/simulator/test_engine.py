@@ -486,3 +486,17 @@ def test_a_job_state_is_made_at_arrival_and_jobs_never_arrived_are_reported():
     assert t["status"] == ["finished", "finished", "unfinished", "unfinished"]
     assert t["end_time"][:2] == [10.0, 15.0]
     assert [u["job_id"] for u in rec.summary()["unfinished_jobs"]] == ["c", "d"]
+
+
+def test_jobs_arrive_by_submit_time_then_trace_index():
+    from dataclasses import replace
+
+    from clustersim.simulator.engine import _by_arrival
+    a, b, c, d = (gpu_job(x, t, 1, 1.0, index=i) for x, t, i in (("a", 0.0, 0), ("b", 5.0, 1), ("c", 5.0, 2),
+                                                                  ("d", 9.0, 3)))
+    in_order = [a, b, c, d]
+    assert _by_arrival(in_order) == in_order and _by_arrival(in_order) is not in_order   # a copy, as sorted's
+    assert _by_arrival([d, c, a, b]) == [a, b, c, d]
+    late_b = replace(b, index=5)   # ties in submit time go by index: c (2) before b (5), listed either way
+    assert _by_arrival([a, late_b, c, d]) == [a, c, late_b, d]
+    assert _by_arrival([]) == []

@@ -16,3 +16,10 @@ def test_requested_demand_sums_each_resource_over_the_roles_exactly_as_sum_does(
     assert JOB.requested_demand() == (2.0, 8.0, 16.0)
     for spec in (one, JOB):
         assert spec.requested_demand() == tuple(float(sum(r.count * r.demand[k] for r in spec.roles)) for k in range(3))
+
+
+def test_a_roles_needs_are_its_non_zero_per_task_resources():
+    # (resource index, amount): GPUs 0, cores 1, GB 2; a resource the task does not use is left out
+    assert RoleSpec("worker", 2, 1.0, 0.0, 8.0, 2, 2).needs == ((0, 1.0), (2, 8.0))
+    assert RoleSpec("ps", 1, 0.0, 4.0, 0.0, 1, 1).needs == ((1, 4.0),)
+    assert RoleSpec("idle", 1, 0.0, 0.0, 0.0, 1, 1).needs == ()

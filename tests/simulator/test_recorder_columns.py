@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 from dataclasses import fields
 
+import numpy as np
 import pytest
 
 from clustersim.policies.fifo import Fifo
@@ -14,6 +15,7 @@ from clustersim.policies.tiresias import Tiresias
 from clustersim.simulator import faults
 from clustersim.simulator.engine import Engine
 from clustersim.simulator.job import FAULT_FIELDS, TALLY_FIELDS, JobSpec, JobState, RoleSpec, Status
+from clustersim.simulator import metrics
 from clustersim.simulator.metrics import Ended, EndedAt, Recorder, efficiency
 from clustersim.simulator.overhead import ConstantOverhead
 from tests.factories import cluster, gpu_job, jobs
@@ -156,3 +158,33 @@ def test_rows_at_the_trace_index_or_in_the_order_jobs_end_give_the_same_tables()
     assert isinstance(b, EndedAt) and b._row == 0 and b.end_time == 11.0   # b ended first
     assert [r["job_id"] for r in t] == ["b", "a", "c"]   # the trace's order: 3, 7, 9
     assert sparse == dense
+
+
+def test_areas_are_the_per_event_loop():
+    # level 0, area 0; three events, each dt after the previous one: (lower, raise, dt) =
+    # (0, 4, 0), (0, 2, 10), (4, 0, 5): area = 0 x 0 + 4 x 10 + 6 x 5 = 70, level 4 + 2 - 4 = 2
+    level, area = metrics._areas(0.0, 0.0, [0.0, 0.0, 4.0], [4.0, 2.0, 0.0], np.array([0.0, 10.0, 5.0]))
+    assert (level, area) == (2.0, 70.0)
+    # from a carried level and area (the next chunk of events): 2 x 3 added, then the level falls to 0
+    assert metrics._areas(2.0, 70.0, [2.0], [0.0], np.array([3.0])) == (0.0, 76.0)
+    # values whose sum depends on the order: numpy's cumulative sum adds one after another, as the loop
+    rng = np.random.default_rng(3)
+    minus, plus, dt = rng.random(500).tolist(), (rng.random(500) * 1e6).tolist(), rng.random(500) * 7.3
+    lvl, ar = 0.1, 0.2
+    for m, p, d in zip(minus, plus, dt.tolist()):
+        ar += lvl * d
+        lvl = lvl - m + p
+    assert metrics._areas(0.1, 0.2, minus, plus, dt) == (lvl, ar)
+
+
+def test_efficiency_is_the_same_in_chunks_of_any_size(monkeypatch):
+    # jobs start in one chunk and finish in a later one (at chunk 1, every event is a chunk): the
+    # running sums and the jobs' held GPUs carried from chunk to chunk give one pass's figures, to the bit
+    specs = jobs(*(gpu_job(f"j{i}", float(i * 7 % 50), 1 + i % 4, 30.0 + i % 9 * 10) for i in range(60)))
+    eng = Engine(specs, cluster(nodes=2), Tiresias(), progress=False)
+    rec = eng.run()
+    whole = efficiency(rec, 0.0, rec.end_time)
+    assert whole["gpu_efficiency_mean"] is not None
+    for chunk in (1, 7, 64):
+        monkeypatch.setattr(metrics._by_time, "__defaults__", (chunk,))
+        assert efficiency(rec, 0.0, rec.end_time) == whole
