@@ -165,6 +165,8 @@ class Engine:
         # when no job stopped and no node changed since its last decision
         self._waits_for = getattr(policy, "waits_for_gpus", None)
         self._waiting_for: float | None = None   # what the last decision declared (None: nothing)
+        # whether the policy declared any of the three: else no decision is a declared no-op
+        self._may_skip = self._lazy or self._lazy_freed or self._waits_for is not None
         self._none_stopped = False    # since the last decision, only arrivals and ends asked for one
         self.pending: dict[str, JobView] = {}
         self.running: dict[str, JobView] = {}
@@ -194,7 +196,7 @@ class Engine:
         self._moving = 0          # jobs training at a positive rate now
         self._moved = False       # some job trained since the last decision
         self._idle_decisions = 0  # consecutive decisions at which nothing progressed
-        self._last_decision = (-1.0, 0)   # (time, jobs finished) at the last decision
+        self._decided_at, self._done_before = -1.0, 0   # time and jobs finished at the last decision
         self._done = 0
         horizon = max((j.submit_time + (j.duration or 0) for j in self.jobs), default=0.0)
         self._bar = tqdm(total=round(horizon), unit="sim s", delay=2.0, disable=None if progress is None else not progress,
@@ -446,27 +448,36 @@ class Engine:
             st = job._state             # their numbers go to the recorder's columns, the state let go
             st.samples = None
             self.states[st.spec.job_id] = self.recorder.ended(st)
+        # most decisions have one or two kinds of change: an empty list is passed on as ``()``, kept
+        arrived, finished, stopped = self._arrived, self._finished, self._stopped
         view = View(self.clock, self._cluster_view, self._ro_pending, self._ro_running,
-                    tuple(self._arrived), tuple(self._finished), tuple(self._stopped))
+                    tuple(arrived) if arrived else (), tuple(finished) if finished else (),
+                    tuple(stopped) if stopped else ())
         self._reported = view.finished
-        self._arrived, self._finished, self._stopped = [], [], []
+        if arrived:
+            self._arrived = []
+        if finished:
+            self._finished = []
+        if stopped:
+            self._stopped = []
         return view
 
     def _decide(self) -> None:
         self._decision_at = None
         now = self.now
         self._slot_start = now
-        if self._declared_no_op():
+        recorder = self.recorder
+        if self._may_skip and self._declared_no_op():
             # the policy declared that this decision changes nothing and asks for nothing
             # (policies/base.py): no view, no call; it hears of what happened meanwhile at its
             # next decision (at the latest, the one after the last job ends). Only this
             # instant's timeline row is written.
-            self._sample_usage()
+            recorder.sample(now, len(self.running), len(self.pending))
             return
         self._count()
         self.decisions += 1
         view = self._view()
-        self._watch_livelock(view)
+        self._watch_livelock(view.arrived)
         decision = self.policy.decide(view)
         if not isinstance(decision, Decision):
             raise PolicyError(f"{self._who} returned {type(decision).__name__}, not a Decision")
@@ -474,14 +485,16 @@ class Engine:
         if decision.allocations:
             changed = self._apply(reconcile(decision.allocations, self.states, self._active, self.cluster,
                                             self.overhead, self._who))
-        self._only_arrivals, self._left_pending = True, bool(self.pending)
+        pending = self.pending
+        self._only_arrivals, self._left_pending = True, bool(pending)
         self._none_stopped = True
-        self._waiting_for = self._waits_for() if self._waits_for is not None and decision.wakeup is None else None
-        self._sample_usage()
+        wakeup = decision.wakeup
+        self._waiting_for = self._waits_for() if self._waits_for is not None and wakeup is None else None
+        recorder.sample(now, len(self.running), len(pending))   # this instant's timeline row (_sample_usage)
         if self._bar.disable is False:
             self._bar.update(min(round(now), self._bar.total) - self._bar.n)
-        if decision.wakeup is not None:
-            self._schedule_wakeup(decision.wakeup, changed)
+        if wakeup is not None:
+            self._schedule_wakeup(wakeup, changed)
 
     def _declared_no_op(self) -> bool:
         """Whether the policy declared the decision due now a no-op (policies/base.py), one of:
@@ -507,13 +520,17 @@ class Engine:
         releases between decision rounds), so the timeline integrates to the jobs' GPU-seconds."""
         self.recorder.sample(self.now, len(self.running), len(self.pending))
 
-    def _watch_livelock(self, view: View) -> None:
-        """Count consecutive decisions at which nothing arrived, finished or trained."""
-        now = self.now
-        t, done = self._last_decision
-        progressed = bool(view.arrived) or self._done != done or (now > t and self._moved)
-        self._idle_decisions = 0 if progressed else self._idle_decisions + 1
-        self._last_decision = (now, self._done)
+    def _watch_livelock(self, arrived: tuple) -> None:
+        """Count consecutive decisions at which nothing arrived (``arrived``: the decision's
+        arrivals), finished or trained."""
+        now, done = self.now, self._done
+        if arrived or done != self._done_before or (now > self._decided_at and self._moved):
+            self._idle_decisions = 0
+            self._decided_at, self._done_before = now, done
+            self._moved = self._moving > 0
+            return   # progress: nothing more to watch
+        self._idle_decisions += 1
+        self._decided_at = now
         self._moved = self._moving > 0
         n = self.limits.livelock_decisions
         if n is not None and self._idle_decisions >= n and (self.running or self.pending):
@@ -605,15 +622,26 @@ class Engine:
 
     def _rate_changed(self, st: JobState, was_moving: bool, nxt: Next | None = None) -> None:
         """The job's rate changed: count it training or not; schedule its phase end and completion."""
-        moving = bool(st.rate > 0)   # a speed model may give a numpy float
-        self._moving += int(moving) - int(was_moving)
-        self._moved = self._moved or moving
+        if st.rate > 0:   # (a speed model may give a numpy float: compared, not counted)
+            self._moved = True
+            if not was_moving:
+                self._moving += 1
+        elif was_moving:
+            self._moving -= 1
         # Next has a completion only when it comes before the phase's end, which would then be stale
         if nxt is not None:
-            if nxt.completion is not None:
-                self._at_time(nxt.completion, self._complete, st, st.version)
-            elif nxt.phase_end is not None:
-                self._at_time(nxt.phase_end, self._phase_end, st, st.version)
+            phase_end, completion = nxt
+            at, handle = ((completion, self._complete) if completion is not None else
+                          (phase_end, self._phase_end) if phase_end is not None else (None, None))
+            if at is not None:   # _at_time written out (two calls a change fewer), the same time to the bit
+                now = self.now
+                delay = at - now
+                if delay < 0.0:   # rounding put it a hair in the past: now
+                    delay = 0.0
+                elif not delay >= 0.0:
+                    raise ValueError(f"cannot schedule an event {delay!r} s in the past")
+                heappush(self._queue, (now + delay, NORMAL, self._order, handle, (st, st.version)))
+                self._order += 1
         for fn in self._on_rate:
             fn(self.now, st)
 
