@@ -430,10 +430,14 @@ class Engine:
             if not freed:
                 self._none_stopped = False
         now = self.now
+        if self.interval is None:   # decisions as events come: this instant's
+            if self._decision_at is None or now < self._decision_at:
+                self._decision_at = now
+            return
         at = now
-        if self.interval is not None and self.slot_from_last:   # ElasticFlow's scheduler.py: events within a
+        if self.slot_from_last:   # ElasticFlow's scheduler.py: events within a
             at = max(now, self._slot_start + self.interval)      # slot of the last decision wait for its end
-        elif self.interval is not None:
+        else:
             # rounds: the next multiple of the interval, a time within rounding error (1e-12
             # relative) past a multiple being on it; never before now (k x interval rounds too).
             # Past 2**53 intervals the multiples are finer than a float at now: now is on one.
@@ -648,7 +652,10 @@ class Engine:
     def _finish(self, st: JobState) -> None:
         now = self.now
         st.advance(now)
-        self._release_all(st)
+        if self._lingering:
+            self._release_all(st)
+        elif st.allocation:   # _release_all with no graceful exit under way (the common case)
+            self.cluster.release(st.spec, st.allocation)
         was_moving = st.rate > 0
         self.progress.finish(st, now)
         self._hold_nothing(st, was_moving)
@@ -656,14 +663,15 @@ class Engine:
         self._done += 1
         view = self.running.pop(st.spec.job_id)
         self._finished.append(view)
-        self.recorder.event(now, st, "finish", 0.0)
+        recorder = self.recorder
+        recorder.event(now, st, "finish", 0.0)
         self._request_decision(freed=True)
-        if self._decision_at != now or self.faults is not None or self.recorder.watchers:
+        if self._decision_at != now or self.faults is not None or recorder.watchers:
             self._sample_usage()
+            self._stop_when_all_ended()
         # else the decision at this instant writes this instant's timeline row (the recorder keeps
         # one row per time, the last one): a row here would be overwritten. With a fault model the
-        # run may halt before that decision; watchers hear of every sample.
-        self._stop_when_all_ended()
+        # run may halt before that decision (_stop_when_all_ended); watchers hear of every sample.
 
     def _stop_when_all_ended(self) -> None:
         """With a fault model, nothing after the last job's end matters (failures would go on)."""
