@@ -554,7 +554,8 @@ class Engine:
             # finds that wake-up in the heap still, when it is later than now: no second event
             if at != self._wake_queued or at <= self.now:
                 self._wake_queued = at
-                self._at(delay, self._wake)
+                heappush(self._queue, (at, NORMAL, self._order, self._wake, ()))   # _at(delay, ...), written out
+                self._order += 1
 
     def _apply(self, changes: list[JobChange]) -> bool:
         """Turn reconciled changes into job states and events: lingering tasks first (their exits

@@ -15,6 +15,7 @@ the jobs: the engine turns each ``JobChange`` into the job's new state and event
 from __future__ import annotations
 
 import math
+from functools import partial
 from types import MappingProxyType
 from typing import Mapping, NamedTuple
 
@@ -35,6 +36,12 @@ class JobChange(NamedTuple):
     lingering: Allocation | None = None   # a scale-in's removed tasks, held ``transition.release_s`` more
 
 
+# ``_job_change((state, new, kind, transition, gpus, lingering))``: a JobChange made by tuple's own
+# ``__new__``, every field given, without the Python frame of NamedTuple's generated ``__new__``
+# (a change each per started, stopped or reshaped job)
+_job_change = partial(tuple.__new__, JobChange)
+
+
 def reconcile(wanted: Mapping[str, Allocation | None], states: Mapping[str, JobState], active,
               cluster: Cluster, overhead: OverheadModel, who: str) -> list[JobChange]:
     """The changes ``wanted`` makes (job id -> wanted allocation; None or empty: stop), in its
@@ -51,7 +58,7 @@ def reconcile(wanted: Mapping[str, Allocation | None], states: Mapping[str, JobS
         if new != st.allocation:
             change = classify(st, new)
             tr = FREE if change in STOPS else transition(st.spec, change, st.allocation, new)
-            planned.append(JobChange(st, new, change, tr, gpus))
+            planned.append(_job_change((st, new, change, tr, gpus, None)))
             holding = holding or bool(st.allocation)
     if not holding:
         # the common decision: only jobs that hold nothing start or resume. Nothing is released,
@@ -71,7 +78,7 @@ def reconcile(wanted: Mapping[str, Allocation | None], states: Mapping[str, JobS
         if new and handed:
             wait = max((handed.get(n, 0.0) for n in nodes_of(new) - nodes_of(st.allocation)), default=0.0)
             tr = _after(tr, wait)
-        out.append(JobChange(st, new, change, tr, gpus, lingering.get(st.spec.job_id)))
+        out.append(_job_change((st, new, change, tr, gpus, lingering.get(st.spec.job_id))))
     return out
 
 
