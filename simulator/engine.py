@@ -32,7 +32,7 @@ from clustersim.simulator.errors import PolicyError
 from clustersim.simulator.faults import Capabilities, World
 from clustersim.simulator.job import EMPTY, Failure, JobSpec, JobState, JobStates, Status, StopReason, alloc_gpus, nodes_of
 from clustersim.simulator.metrics import Recorder
-from clustersim.simulator.overhead import (MIGRATE, RESIZE, RESUME, START, Change, ConstantOverhead, OverheadModel,
+from clustersim.simulator.overhead import (FAIL, MIGRATE, RESIZE, RESUME, START, Change, ConstantOverhead, OverheadModel,
                                            PerModelOverhead)
 from clustersim.simulator.params import NonNegative, PositiveCount, Range
 from clustersim.simulator.progress import Next, Progress
@@ -44,7 +44,8 @@ from clustersim.simulator.view import ClusterView, Decision, JobView, Observer, 
 
 URGENT, NORMAL = 0, 1   # priorities at one instant (the pending decision runs after both)
 # Status's members the per-job steps read, as module constants (as overhead.py's Change members)
-_RUNNING, _FINISHED = Status.RUNNING, Status.FINISHED
+_PENDING, _RUNNING, _FINISHED = Status.PENDING, Status.RUNNING, Status.FINISHED
+_PREEMPTED = StopReason.PREEMPTED
 
 
 class RunawayError(PolicyError):
@@ -567,7 +568,7 @@ class Engine:
             if c.new:
                 self._reconfigure(c)
             else:
-                self._stop(c.state, c.kind, StopReason.PREEMPTED, released=True)
+                self._stop(c.state, c.kind, _PREEMPTED, released=True)
         return bool(changes)
 
     def _linger(self, st: JobState, leaving, seconds: float) -> None:
@@ -683,7 +684,7 @@ class Engine:
         """A task (or the node) under a running job failed: the job stops at once. A fault model
         takes it back to its last checkpoint and, once its retries are spent, ends it failed."""
         now = self.now
-        self._stop(st, Change.FAIL, cause)
+        self._stop(st, FAIL, cause)
         lost = self.faults.restore(st, cause) if self.faults is not None else (0.0, 0.0, 0.0)
         st.last_failure = Failure(now, cause, role, node, *lost)
         st.failed_by = st.failed_by or {}
@@ -709,8 +710,8 @@ class Engine:
         was_moving = st.rate > 0
         self.progress.stop(st, now)
         self._hold_nothing(st, was_moving)
-        st.status, st.stop_reason, st.pending_since = Status.PENDING, reason, now
-        if change is Change.FAIL:
+        st.status, st.stop_reason, st.pending_since = _PENDING, reason, now
+        if change is FAIL:
             st.failures += 1
         else:
             st.preemptions += 1
@@ -718,7 +719,7 @@ class Engine:
         view = self.running.pop(job_id)
         self.pending[job_id] = view
         self._stopped.append(view)
-        self.recorder.event(now, st, change.value, 0.0, old_gpus)
+        self.recorder.event(now, st, change._value_, 0.0, old_gpus)
 
     def _hold_nothing(self, st: JobState, was_moving: bool) -> None:
         """A finished or stopped job: no resources (its progress is already still)."""

@@ -22,7 +22,8 @@ from typing import Mapping, NamedTuple
 from clustersim.simulator.cluster import CapacityError, Cluster
 from clustersim.simulator.errors import PolicyError
 from clustersim.simulator.job import EMPTY, Allocation, JobSpec, JobState, Tasks, nodes_of, task_counts
-from clustersim.simulator.overhead import FREE, RESUME, START, STOP, STOPS, Change, OverheadModel, Transition
+from clustersim.simulator.overhead import (FREE, MIGRATE, RESCALE, RESIZE, RESUME, SCALE_IN, SCALE_OUT, START, STOP, STOPS,
+                                           Change, OverheadModel, Transition)
 
 
 class JobChange(NamedTuple):
@@ -89,7 +90,7 @@ def _exit_gracefully(planned, cluster: Cluster, who: str) -> tuple[dict[str, All
     lingering: dict[str, Allocation] = {}
     handed: dict[int, float] = {}
     for st, new, change, tr, _, _ in planned:
-        if tr.release_s > 0 and change is Change.SCALE_IN:
+        if tr.release_s > 0 and change is SCALE_IN:
             leaving = _minus(st.allocation, new)
             try:
                 cluster.take(st.spec, leaving, who)
@@ -152,13 +153,13 @@ def classify(st: JobState, new: Allocation) -> Change:
     a, b = task_counts(old), task_counts(new)
     if a == b:
         same_nodes = all(dict(old[r]) == dict(new.get(r, {})) for r in old)
-        return Change.RESIZE if same_nodes else Change.MIGRATE
+        return RESIZE if same_nodes else MIGRATE
     roles = set(a) | set(b)
     if all(b.get(r, 0) >= a.get(r, 0) for r in roles):
-        return Change.SCALE_OUT
+        return SCALE_OUT
     if all(b.get(r, 0) <= a.get(r, 0) for r in roles):
-        return Change.SCALE_IN
-    return Change.RESCALE
+        return SCALE_IN
+    return RESCALE
 
 
 def _after(tr: Transition, wait: float) -> Transition:
