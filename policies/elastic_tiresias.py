@@ -54,7 +54,6 @@ from clustersim.simulator.job import nodes_of, task_counts
 from clustersim.simulator.params import NonNegative, Positive, Range
 
 GAIN_EPS = 1e-9
-NO_DONORS: dict = {}   # R1's donors per node when none may give (read only)
 MEMO_SETS = 4096       # node sets whose plan R1 keeps per shape (choice: bounds memory, a few MB at most)
 
 
@@ -98,9 +97,10 @@ class ElasticTiresias(Tiresias):
         self.size: dict[str, float] = {}         # GPUs of a job the policy resized (else its request)
         self.reserved: dict[str, tuple] = {}     # job -> (allocation, give up at)
         self.speed: dict[str, dict] = {}         # job -> {(gpus, nodes): profiled it/s}
-        self.best: dict[str, float] = {}         # job -> t(p*), best per-GPU throughput
+        self.best: dict[str, tuple] = {}         # job -> (t(p*), its packed rates S(p)): _curve
         self.grown: set[str] = set()             # jobs R2 grew past their request, until reclaimed
         self.shapes: dict[str, tuple] = {}       # job -> what R1's search reads of it (_shape)
+        self._job_facts: dict[str, tuple] = {}   # job -> (its GPU role, machines k, task demand, fewest GPUs): _compact
         self.min_task_gpu = float("inf")         # the smallest per-task GPU demand of any job seen
         self._admitted: list = []                # the jobs the latest base plan admitted
         # R1's donors kept across decisions, by the allocations this policy gave (_note, _list):
@@ -119,6 +119,11 @@ class ElasticTiresias(Tiresias):
         self._node_states: dict[tuple, tuple] = {}
         self._free_seen: np.ndarray | None = None
         self._stale: set[int] = set()
+        # the number of each node's last dropped state (``_touch``), and per (shape, donors count)
+        # the number at which a search on one machine found no plan on any node (``_search``)
+        self._tick = 0
+        self._node_tick = np.zeros(view.cluster.num_nodes, dtype=np.int64)
+        self._gave_none: dict[tuple, int] = {}
         # the waiting jobs R1 may start (single-role GPU jobs that do not run), grouped by shape
         # (``_shape``; None: not yet worked out), each group's ranks (``_rank``) sorted, so that R1's
         # walk meets the first job of each shape, not every job (``_walk``); kept as Tiresias's
@@ -208,7 +213,7 @@ class ElasticTiresias(Tiresias):
 
     def _finish(self, job) -> None:
         for d in (self.size, self.reserved, self.speed, self.best, self.shapes, self._rich, self._held, self._busy,
-                  self._facts):
+                  self._facts, self._job_facts):
             d.pop(job.view.job_id, None)
         self._list(job.view.job_id)
         self.grown.discard(job.view.job_id)
@@ -309,6 +314,8 @@ class ElasticTiresias(Tiresias):
                 self._donor_room = None    # whether one of them is above its floor (the same span)
                 self._idle_room: dict = {}  # per task demand: the tasks that fit each node (until free changes)
                 up = view.cluster.up.tobytes()
+                if up != self._up_seen:   # a node that came up or went down is an option or none
+                    self._touch(range(len(free)))
                 if self._refresh(free) or up != self._up_seen or allocs:
                     self._epoch += 1   # a machine changed (or may have: the decision changed allocations)
                     self._up_seen = up
@@ -332,11 +339,13 @@ class ElasticTiresias(Tiresias):
         looked at one by one, as R1 would, and join their shape's group once ``_compact`` works it
         out (it returns before when the idle GPUs alone rule the job out: the shape's efficiency
         curve costs a speed estimate per GPU count, worked out only when needed)."""
+        if self._nothing_to_take(view, free, allocs, planned):
+            return   # it holds until a compaction: the walk would end at its first job R1 may start
+        # (it is looked at again after each compaction, not before each job: between two it holds)
         pending, reserved, groups, failed = view.pending, self.reserved, self._groups, self._failed
         pos = None   # the rank of the last job looked at
-        dropped = self._still_failed()   # shapes that found no start in this state
-        heap = [(ranks[0], shape is None, shape) for shape, ranks in groups.items() if shape not in dropped]
-        heapq.heapify(heap)
+        dropped = set()   # shapes that found no start in this state (those of earlier decisions never enter)
+        heap = self._heads()
         while heap:
             rank, _, shape = heapq.heappop(heap)
             if shape in dropped or shape in failed:
@@ -355,8 +364,6 @@ class ElasticTiresias(Tiresias):
             group = shape   # the group popped, whose next job goes back on the heap
             jid = job.jid
             if jid in pending and jid not in allocs and jid not in reserved and shape not in failed:
-                if self._nothing_to_take(view, free, allocs, planned):
-                    return
                 done = self.compactions
                 self._compact(view, job, allocs, free, planned)
                 if shape is None:   # _compact works its shape out (unless it returns before): it joins that group
@@ -365,6 +372,8 @@ class ElasticTiresias(Tiresias):
                         self._ungroup(job)
                         self._group(job, shape)
                 if self.compactions != done:   # the state changed: every shape tries again
+                    if self._nothing_to_take(view, free, allocs, planned):
+                        return   # (it changes only at a compaction: looked at after each)
                     dropped.clear()
                     heap = []
                     for s, r in groups.items():
@@ -382,12 +391,14 @@ class ElasticTiresias(Tiresias):
                 if i < len(ranks):
                     heapq.heappush(heap, (ranks[i], group is None, group))
 
-    def _still_failed(self) -> set:
-        """The shapes present that found no start on the machines' state as it is now (no machine
-        changed since, ``_epoch``): they find none at this decision either, so the walk passes them
-        over without a look."""
+    def _heads(self) -> list:
+        """The walk's first heap: each group's first job, less the shapes present that found no
+        start on the machines' state as it is now (no machine changed since, ``_epoch``): they
+        find none at this decision either, so the walk passes them over without a look."""
         epoch, then = self._epoch, self._failed_then
-        return {shape for shape in self._groups if shape is not None and then.get(shape) == epoch}
+        heap = [(ranks[0], shape is None, shape) for shape, ranks in self._groups.items() if then.get(shape) != epoch]
+        heapq.heapify(heap)
+        return heap
 
     def _nothing_to_take(self, view, free, allocs, planned) -> bool:
         """No donor above its floor and no up node with a free GPU for the smallest per-task GPU
@@ -465,16 +476,19 @@ class ElasticTiresias(Tiresias):
     # ------------------------------------------------------------------ R1: compaction
     def _compact(self, view, job, allocs, free, planned) -> None:
         jv = job.view
-        roles = jv.roles
-        if len(roles) != 1 or roles[0].gpu <= 0:
-            return
-        role = roles[0]
-        p_req = role.count
-        k = max(1, math.ceil(p_req / self.m))          # footnote 6: at most ceil(p_i/m) machines
+        facts = self._job_facts.get(job.jid)
+        if facts is None:   # what R1 reads of the job's request, the same at every look
+            roles = jv.roles
+            if len(roles) != 1 or roles[0].gpu <= 0:
+                return
+            role = roles[0]
+            k = max(1, math.ceil(role.count / self.m))   # footnote 6: at most ceil(p_i/m) machines
+            facts = self._job_facts[job.jid] = (role, k, role.demand, self._lowest(role))
+        role, k, demand, lo = facts
         if self._donor_room is None:
             self._donor_room = self._donor_above_floor(view, allocs, planned)
-        idle, top = self._idle(view, free, role.demand)
-        lo = self._lowest(role)
+        hit = self._idle_room.get(demand)
+        idle, top = hit if hit is not None else self._idle(view, free, demand)
         if not self._donor_room and sum(top[:k]) < lo:
             # every donor at its floor: only idle GPUs can be had, on at most k machines, and the
             # k roomiest up machines hold fewer than the fewest GPUs the job may start on
@@ -548,6 +562,7 @@ class ElasticTiresias(Tiresias):
         states = self._node_states
         for n in over:   # their donors differ from the kept lists' now, and again once the overlay is gone
             states.pop((n, True), None)
+        self._touch(over)
         self._stale.update(over)
         return Overlay(by_node, over)
 
@@ -555,7 +570,7 @@ class ElasticTiresias(Tiresias):
         """Tasks of ``demand`` that fit each node now, and the counts of the up nodes, largest
         first. Kept per task demand until a compaction takes GPUs: under a deep overload most
         waiting jobs find nothing to take, and this spares each of them the per-node search."""
-        key = tuple(demand)
+        key = tuple(demand)   # (a role's demand is a tuple: _compact looks it up by itself)
         hit = self._idle_room.get(key)
         if hit is None:
             idle = tasks_per_node(free, demand)
@@ -572,10 +587,10 @@ class ElasticTiresias(Tiresias):
             return options
         up = view.cluster.up
         options = []
-        if k == 1:
-            for node in range(len(free)):
-                if up[node] and (idle[node] > 0 or per_node.get(node)):
-                    options.append([node])
+        if k == 1:   # the up nodes with an idle task's room, and those with a donor
+            nodes = set(np.flatnonzero(up & (idle > 0)).tolist())
+            nodes.update(n for n in per_node.nodes() if up[n] and per_node.get(n))
+            options = [[n] for n in sorted(nodes)]
         else:
             given = self._idle_room.get("given")   # the donors' tasks on each up node (kept in its state)
             if given is None:
@@ -591,7 +606,11 @@ class ElasticTiresias(Tiresias):
         go to the earlier set. A set's plan is kept per shape across decisions with the state of
         its nodes it was found on (``_node_state``) and searched again only once one of them
         changed: a decision changes few nodes (a job ended, started or shrank), and the walk
-        meets the same shapes at decision after decision."""
+        meets the same shapes at decision after decision. On one machine (k = 1) the plan is the
+        best of the nodes' own plans, so a shape that found none on any node (``_gave_none``: the
+        ``_tick`` it found none at, per whether donors counted) looks only at the nodes changed
+        since (``_node_tick``): every other node's state, and so its kept plan (none), is the
+        same, and a node that was not an option then is none now unless it changed."""
         memo = self._plans.get(shape)
         if memo is None:
             memo = self._plans[shape] = {}
@@ -599,9 +618,18 @@ class ElasticTiresias(Tiresias):
             memo.clear()
         donors = per_node is not NO_DONORS
         best = None
-        for nodes in self._options(view, free, role.demand, k, idle, per_node, planned):
+        since = self._gave_none.get((shape, donors)) if k == 1 else None
+        if since is None:
+            options = self._options(view, free, role.demand, k, idle, per_node, planned)
+        else:   # on one machine: only the nodes changed since the shape last found nothing may give a plan
+            up = view.cluster.up
+            options = [[n] for n in np.flatnonzero(self._node_tick > since).tolist()
+                       if up[n] and (idle[n] > 0 or per_node.get(n))]
+        states = self._node_states
+        for nodes in options:
             key = tuple(nodes)
-            state = tuple(self._node_state(view, n, donors, per_node, free, planned) for n in nodes)
+            state = tuple(states.get((n, donors)) or self._node_state(view, n, donors, per_node, free, planned)
+                          for n in nodes)
             hit = memo.get(key)
             if hit is not None and hit[0] == state:
                 plan = hit[1]
@@ -613,6 +641,8 @@ class ElasticTiresias(Tiresias):
             if plan is not None and (best is None or plan[0] > best[0] + GAIN_EPS):
                 best = plan
         if best is None:
+            if k == 1:
+                self._gave_none[(shape, donors)] = self._tick
             return None
         return best[0], {role.name: dict(best[1])}, list(best[2])
 
@@ -641,17 +671,28 @@ class ElasticTiresias(Tiresias):
         changed = bool(self._stale)
         if seen is None or seen.shape != free.shape:
             states.clear()
+            self._touch(range(len(free)))
             changed = True
         else:
-            for n in np.flatnonzero((free != seen).any(axis=1)).tolist():
+            moved = np.flatnonzero((free != seen).any(axis=1)).tolist()
+            for n in moved:
                 changed = True
                 states.pop((n, True), None)
                 states.pop((n, False), None)
+            self._touch(moved)
         for n in self._stale:
             states.pop((n, True), None)
+        self._touch(self._stale)
         self._stale.clear()
         self._free_seen = free.copy()
         return changed
+
+    def _touch(self, nodes) -> None:
+        """Number the nodes' kept states dropped now with a new ``_tick`` (``_node_tick``)."""
+        nodes = list(nodes)
+        if nodes:
+            self._tick += 1
+            self._node_tick[nodes] = self._tick
 
     def _shape(self, jv, role, lo) -> tuple:
         """What R1's search reads of a waiting job: its task demand, request, the fewest GPUs it may
@@ -923,16 +964,28 @@ class ElasticTiresias(Tiresias):
             r = cache[key] = jv.profiled.counts_rate({role.name: n}, nodes)
         return r
 
+    def _curve(self, jv: JobView) -> tuple:
+        """(t(p*), [S(0), S(1), .., S(top)]): the job's profiled rate packed on ⌈p/m⌉ machines
+        for every p up to its largest size, and the best per-GPU rate among them. Worked out in
+        one pass at the job's first E(n) (t(p*) needs every p anyway), with one ``profiled``,
+        the same estimates in the same order as one at a time."""
+        got = self.best.get(jv.job_id)
+        if got is None:
+            role = jv.roles[0]
+            top = max(role.max_count, role.count)
+            prof, name, m = jv.profiled, role.name, self.m
+            rates = [0.0] + [prof.counts_rate({name: p}, max(1, math.ceil(p / m))) for p in range(1, top + 1)]
+            got = self.best[jv.job_id] = (max(rates[p] / p for p in range(1, top + 1)), rates)
+        return got
+
     def _eff(self, jv: JobView, n: int) -> float:
         """E(n) = S(n) / t(p*): n GPUs' summed per-GPU efficiency (EDL §1 fn 1, §6.3)."""
         if n <= 0:
             return 0.0
-        best = self.best.get(jv.job_id)
-        if best is None:
-            role = jv.roles[0]
-            top = max(role.max_count, role.count)
-            best = self.best[jv.job_id] = max(self._packed_rate(jv, p) / p for p in range(1, top + 1))
-        return self._packed_rate(jv, n) / best if best > 0 else 0.0
+        best, rates = self._curve(jv)
+        if best <= 0:
+            return 0.0
+        return (rates[n] if n < len(rates) else self._packed_rate(jv, n)) / best
 
     def _loss(self, jv: JobView, n: int) -> float:
         """Cluster efficiency lost when a job at n GPUs gives one up."""
@@ -1013,3 +1066,10 @@ class Overlay:
         if d is None:
             d = self.base.get(node)
         return default if d is None else d
+
+    def nodes(self):
+        """The nodes that may have donors (each listed once or more; ``get`` says which do)."""
+        return (*self.base, *self.over)
+
+
+NO_DONORS = Overlay({}, {})   # R1's donors per node when none may give

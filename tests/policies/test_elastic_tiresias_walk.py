@@ -33,10 +33,17 @@ class CheckedWalk(ElasticTiresias):
         super()._walk(view, allocs, free, planned)
         self._check()   # after the moves of the jobs whose shapes the walk worked out
 
-    def _still_failed(self):
-        # R1 tries these shapes anyway, so that _compact checks that each finds no start
-        self.kept, self.kept_at = super()._still_failed(), self._epoch
-        return set()
+    def _heads(self):
+        # the shapes present that failed on the machines as they are now: the walk's heap leaves
+        # them out, and R1 tries them here anyway, so that _compact checks that each finds no start
+        self.kept = {s for s in self._groups if s is not None and self._failed_then.get(s) == self._epoch}
+        self.kept_at = self._epoch
+        heap = super()._heads()
+        assert {shape for _, _, shape in heap} == set(self._groups) - self.kept
+        kept, self._failed_then = self._failed_then, {}
+        heap = super()._heads()   # every group's first job
+        self._failed_then = kept
+        return heap
 
     def _compact(self, view, job, allocs, free, planned):
         if self.shapes.get(job.jid) in self.kept and self._epoch == self.kept_at:
