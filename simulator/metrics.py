@@ -41,6 +41,9 @@ _STOPS = (None, *StopReason)
 _NULLABLE = ("first_start", "end_time")
 
 
+_NAN = math.nan
+
+
 def _or_nan(t: float | None) -> float:
     return math.nan if t is None else t
 
@@ -274,7 +277,8 @@ class Recorder:
         (progress, service, first_start, end_time, overhead_s, overhead_gpu_s, waited, preemptions, rescales,
          migrations, resizes, failures, status, stop_reason) = self._row_cols
         progress[row], service[row], waited[row] = st.progress, st.service, st.waited
-        first_start[row], end_time[row] = _or_nan(st.first_start), _or_nan(st.end_time)
+        start, end = st.first_start, st.end_time   # _or_nan written out: two calls a job fewer
+        first_start[row], end_time[row] = (_NAN if start is None else start), (_NAN if end is None else end)
         if tally is not None:   # without one (a job that never stopped or reshaped) its counts and costs are
             # zero, as the row holds them already: rows are grown in zeros and each is written once
             overhead_s[row], overhead_gpu_s[row] = tally.overhead_s, tally.overhead_gpu_s
@@ -284,9 +288,12 @@ class Recorder:
         status[row], stop_reason[row] = _STATUSES.index(st.status), _STOPS.index(st.stop_reason)
         if st.fault is not None or st.ckpt_next is not None:
             self._faults[row] = (st.fault, st.ckpt_next)
-        job = st.spec.job_id
+        job, gpu_s = st.spec.job_id, self._gpu_s
         for t, per_job in self._by_type.items():   # its allocations are closed: GPU-seconds per type
-            self._gpu_s_column(t)[row] = per_job.pop(job, 0.0)   # (0 in the types it never held)
+            col = gpu_s.get(t)
+            if col is None:
+                col = self._gpu_s_column(t)
+            col[row] = per_job.pop(job, 0.0)   # (0 in the types it never held)
         return self._Ended(st.spec) if self._jobs is not None else self._Ended(st.spec, row)
 
     def _grow(self, rows: int) -> None:
