@@ -190,17 +190,33 @@ class Recorder:
 
     # --- during the run (hot path: appends only)
     def sample(self, now: float, running: int, pending: int) -> None:
+        """The timeline's row at ``now``: a row per change of the values, not per call. A row's
+        values hold until the next row, so one that repeats the row before it carries nothing and
+        is not kept (a decision that changed nothing); a second call at the same instant replaces
+        that instant's row (the last one counts), which is dropped if it then repeats the row before."""
         t = self._t
-        if t and t[-1] == now:
-            self._used[-3:] = array("d", self.cluster.used)
-            self._running[-1], self._pending[-1] = running, pending
-        else:
+        n = len(t)
+        if n and t[-1] == now:
+            if n > 1 and self._repeats(n - 2, running, pending):
+                del t[-1], self._used[-3:], self._running[-1], self._pending[-1]
+            else:
+                self._used[-3:] = array("d", self.cluster.used)
+                self._running[-1], self._pending[-1] = running, pending
+        elif not n or not self._repeats(n - 1, running, pending):
             t.append(now)
             self._used.extend(self.cluster.used)
             self._running.append(running)
             self._pending.append(pending)
         for fn in self.watchers:
             fn(now)
+
+    def _repeats(self, row: int, running: int, pending: int) -> bool:
+        """Whether timeline row ``row`` holds the values a sample now would (the cluster's use, exactly)."""
+        if self._running[row] != running or self._pending[row] != pending:
+            return False
+        used, k = self._used, 3 * row
+        g, c, m = self.cluster.used
+        return used[k] == g and used[k + 1] == c and used[k + 2] == m
 
     def watch(self, fn) -> None:
         """Call ``fn(now)`` after every timeline sample (every decision and release): a hook for
