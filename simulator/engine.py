@@ -32,7 +32,7 @@ from clustersim.simulator.errors import PolicyError
 from clustersim.simulator.faults import Capabilities, World
 from clustersim.simulator.job import EMPTY, Failure, JobSpec, JobState, JobStates, Status, StopReason, alloc_gpus, nodes_of
 from clustersim.simulator.metrics import Recorder
-from clustersim.simulator.overhead import (MIGRATE, RESIZE, RESUME, START, Change, ConstantOverhead, OverheadModel,
+from clustersim.simulator.overhead import (FAIL, MIGRATE, RESIZE, RESUME, START, Change, ConstantOverhead, OverheadModel,
                                            PerModelOverhead)
 from clustersim.simulator.params import NonNegative, PositiveCount, Range
 from clustersim.simulator.progress import Next, Progress
@@ -44,7 +44,8 @@ from clustersim.simulator.view import ClusterView, Decision, JobView, Observer, 
 
 URGENT, NORMAL = 0, 1   # priorities at one instant (the pending decision runs after both)
 # Status's members the per-job steps read, as module constants (as overhead.py's Change members)
-_RUNNING, _FINISHED = Status.RUNNING, Status.FINISHED
+_PENDING, _RUNNING, _FINISHED = Status.PENDING, Status.RUNNING, Status.FINISHED
+_PREEMPTED = StopReason.PREEMPTED
 
 
 class RunawayError(PolicyError):
@@ -165,6 +166,8 @@ class Engine:
         # when no job stopped and no node changed since its last decision
         self._waits_for = getattr(policy, "waits_for_gpus", None)
         self._waiting_for: float | None = None   # what the last decision declared (None: nothing)
+        # whether the policy declared any of the three: else no decision is a declared no-op
+        self._may_skip = self._lazy or self._lazy_freed or self._waits_for is not None
         self._none_stopped = False    # since the last decision, only arrivals and ends asked for one
         self.pending: dict[str, JobView] = {}
         self.running: dict[str, JobView] = {}
@@ -194,7 +197,7 @@ class Engine:
         self._moving = 0          # jobs training at a positive rate now
         self._moved = False       # some job trained since the last decision
         self._idle_decisions = 0  # consecutive decisions at which nothing progressed
-        self._last_decision = (-1.0, 0)   # (time, jobs finished) at the last decision
+        self._decided_at, self._done_before = -1.0, 0   # time and jobs finished at the last decision
         self._done = 0
         horizon = max((j.submit_time + (j.duration or 0) for j in self.jobs), default=0.0)
         self._bar = tqdm(total=round(horizon), unit="sim s", delay=2.0, disable=None if progress is None else not progress,
@@ -428,10 +431,14 @@ class Engine:
             if not freed:
                 self._none_stopped = False
         now = self.now
+        if self.interval is None:   # decisions as events come: this instant's
+            if self._decision_at is None or now < self._decision_at:
+                self._decision_at = now
+            return
         at = now
-        if self.interval is not None and self.slot_from_last:   # ElasticFlow's scheduler.py: events within a
+        if self.slot_from_last:   # ElasticFlow's scheduler.py: events within a
             at = max(now, self._slot_start + self.interval)      # slot of the last decision wait for its end
-        elif self.interval is not None:
+        else:
             # rounds: the next multiple of the interval, a time within rounding error (1e-12
             # relative) past a multiple being on it; never before now (k x interval rounds too).
             # Past 2**53 intervals the multiples are finer than a float at now: now is on one.
@@ -446,27 +453,36 @@ class Engine:
             st = job._state             # their numbers go to the recorder's columns, the state let go
             st.samples = None
             self.states[st.spec.job_id] = self.recorder.ended(st)
+        # most decisions have one or two kinds of change: an empty list is passed on as ``()``, kept
+        arrived, finished, stopped = self._arrived, self._finished, self._stopped
         view = View(self.clock, self._cluster_view, self._ro_pending, self._ro_running,
-                    tuple(self._arrived), tuple(self._finished), tuple(self._stopped))
+                    tuple(arrived) if arrived else (), tuple(finished) if finished else (),
+                    tuple(stopped) if stopped else ())
         self._reported = view.finished
-        self._arrived, self._finished, self._stopped = [], [], []
+        if arrived:
+            self._arrived = []
+        if finished:
+            self._finished = []
+        if stopped:
+            self._stopped = []
         return view
 
     def _decide(self) -> None:
         self._decision_at = None
         now = self.now
         self._slot_start = now
-        if self._declared_no_op():
+        recorder = self.recorder
+        if self._may_skip and self._declared_no_op():
             # the policy declared that this decision changes nothing and asks for nothing
             # (policies/base.py): no view, no call; it hears of what happened meanwhile at its
             # next decision (at the latest, the one after the last job ends). Only this
             # instant's timeline row is written.
-            self._sample_usage()
+            recorder.sample(now, len(self.running), len(self.pending))
             return
         self._count()
         self.decisions += 1
         view = self._view()
-        self._watch_livelock(view)
+        self._watch_livelock(view.arrived)
         decision = self.policy.decide(view)
         if not isinstance(decision, Decision):
             raise PolicyError(f"{self._who} returned {type(decision).__name__}, not a Decision")
@@ -474,14 +490,16 @@ class Engine:
         if decision.allocations:
             changed = self._apply(reconcile(decision.allocations, self.states, self._active, self.cluster,
                                             self.overhead, self._who))
-        self._only_arrivals, self._left_pending = True, bool(self.pending)
+        pending = self.pending
+        self._only_arrivals, self._left_pending = True, bool(pending)
         self._none_stopped = True
-        self._waiting_for = self._waits_for() if self._waits_for is not None and decision.wakeup is None else None
-        self._sample_usage()
+        wakeup = decision.wakeup
+        self._waiting_for = self._waits_for() if self._waits_for is not None and wakeup is None else None
+        recorder.sample(now, len(self.running), len(pending))   # this instant's timeline row (_sample_usage)
         if self._bar.disable is False:
             self._bar.update(min(round(now), self._bar.total) - self._bar.n)
-        if decision.wakeup is not None:
-            self._schedule_wakeup(decision.wakeup, changed)
+        if wakeup is not None:
+            self._schedule_wakeup(wakeup, changed)
 
     def _declared_no_op(self) -> bool:
         """Whether the policy declared the decision due now a no-op (policies/base.py), one of:
@@ -507,13 +525,17 @@ class Engine:
         releases between decision rounds), so the timeline integrates to the jobs' GPU-seconds."""
         self.recorder.sample(self.now, len(self.running), len(self.pending))
 
-    def _watch_livelock(self, view: View) -> None:
-        """Count consecutive decisions at which nothing arrived, finished or trained."""
-        now = self.now
-        t, done = self._last_decision
-        progressed = bool(view.arrived) or self._done != done or (now > t and self._moved)
-        self._idle_decisions = 0 if progressed else self._idle_decisions + 1
-        self._last_decision = (now, self._done)
+    def _watch_livelock(self, arrived: tuple) -> None:
+        """Count consecutive decisions at which nothing arrived (``arrived``: the decision's
+        arrivals), finished or trained."""
+        now, done = self.now, self._done
+        if arrived or done != self._done_before or (now > self._decided_at and self._moved):
+            self._idle_decisions = 0
+            self._decided_at, self._done_before = now, done
+            self._moved = self._moving > 0
+            return   # progress: nothing more to watch
+        self._idle_decisions += 1
+        self._decided_at = now
         self._moved = self._moving > 0
         n = self.limits.livelock_decisions
         if n is not None and self._idle_decisions >= n and (self.running or self.pending):
@@ -533,7 +555,8 @@ class Engine:
             # finds that wake-up in the heap still, when it is later than now: no second event
             if at != self._wake_queued or at <= self.now:
                 self._wake_queued = at
-                self._at(delay, self._wake)
+                heappush(self._queue, (at, NORMAL, self._order, self._wake, ()))   # _at(delay, ...), written out
+                self._order += 1
 
     def _apply(self, changes: list[JobChange]) -> bool:
         """Turn reconciled changes into job states and events: lingering tasks first (their exits
@@ -545,7 +568,7 @@ class Engine:
             if c.new:
                 self._reconfigure(c)
             else:
-                self._stop(c.state, c.kind, StopReason.PREEMPTED, released=True)
+                self._stop(c.state, c.kind, _PREEMPTED, released=True)
         return bool(changes)
 
     def _linger(self, st: JobState, leaving, seconds: float) -> None:
@@ -605,22 +628,36 @@ class Engine:
 
     def _rate_changed(self, st: JobState, was_moving: bool, nxt: Next | None = None) -> None:
         """The job's rate changed: count it training or not; schedule its phase end and completion."""
-        moving = bool(st.rate > 0)   # a speed model may give a numpy float
-        self._moving += int(moving) - int(was_moving)
-        self._moved = self._moved or moving
+        if st.rate > 0:   # (a speed model may give a numpy float: compared, not counted)
+            self._moved = True
+            if not was_moving:
+                self._moving += 1
+        elif was_moving:
+            self._moving -= 1
         # Next has a completion only when it comes before the phase's end, which would then be stale
         if nxt is not None:
-            if nxt.completion is not None:
-                self._at_time(nxt.completion, self._complete, st, st.version)
-            elif nxt.phase_end is not None:
-                self._at_time(nxt.phase_end, self._phase_end, st, st.version)
+            phase_end, completion = nxt
+            at, handle = ((completion, self._complete) if completion is not None else
+                          (phase_end, self._phase_end) if phase_end is not None else (None, None))
+            if at is not None:   # _at_time written out (two calls a change fewer), the same time to the bit
+                now = self.now
+                delay = at - now
+                if delay < 0.0:   # rounding put it a hair in the past: now
+                    delay = 0.0
+                elif not delay >= 0.0:
+                    raise ValueError(f"cannot schedule an event {delay!r} s in the past")
+                heappush(self._queue, (now + delay, NORMAL, self._order, handle, (st, st.version)))
+                self._order += 1
         for fn in self._on_rate:
             fn(self.now, st)
 
     def _finish(self, st: JobState) -> None:
         now = self.now
         st.advance(now)
-        self._release_all(st)
+        if self._lingering:
+            self._release_all(st)
+        elif st.allocation:   # _release_all with no graceful exit under way (the common case)
+            self.cluster.release(st.spec, st.allocation)
         was_moving = st.rate > 0
         self.progress.finish(st, now)
         self._hold_nothing(st, was_moving)
@@ -628,14 +665,15 @@ class Engine:
         self._done += 1
         view = self.running.pop(st.spec.job_id)
         self._finished.append(view)
-        self.recorder.event(now, st, "finish", 0.0)
+        recorder = self.recorder
+        recorder.event(now, st, "finish", 0.0)
         self._request_decision(freed=True)
-        if self._decision_at != now or self.faults is not None or self.recorder.watchers:
+        if self._decision_at != now or self.faults is not None or recorder.watchers:
             self._sample_usage()
+            self._stop_when_all_ended()
         # else the decision at this instant writes this instant's timeline row (the recorder keeps
         # one row per time, the last one): a row here would be overwritten. With a fault model the
-        # run may halt before that decision; watchers hear of every sample.
-        self._stop_when_all_ended()
+        # run may halt before that decision (_stop_when_all_ended); watchers hear of every sample.
 
     def _stop_when_all_ended(self) -> None:
         """With a fault model, nothing after the last job's end matters (failures would go on)."""
@@ -646,7 +684,7 @@ class Engine:
         """A task (or the node) under a running job failed: the job stops at once. A fault model
         takes it back to its last checkpoint and, once its retries are spent, ends it failed."""
         now = self.now
-        self._stop(st, Change.FAIL, cause)
+        self._stop(st, FAIL, cause)
         lost = self.faults.restore(st, cause) if self.faults is not None else (0.0, 0.0, 0.0)
         st.last_failure = Failure(now, cause, role, node, *lost)
         st.failed_by = st.failed_by or {}
@@ -672,8 +710,8 @@ class Engine:
         was_moving = st.rate > 0
         self.progress.stop(st, now)
         self._hold_nothing(st, was_moving)
-        st.status, st.stop_reason, st.pending_since = Status.PENDING, reason, now
-        if change is Change.FAIL:
+        st.status, st.stop_reason, st.pending_since = _PENDING, reason, now
+        if change is FAIL:
             st.failures += 1
         else:
             st.preemptions += 1
@@ -681,7 +719,7 @@ class Engine:
         view = self.running.pop(job_id)
         self.pending[job_id] = view
         self._stopped.append(view)
-        self.recorder.event(now, st, change.value, 0.0, old_gpus)
+        self.recorder.event(now, st, change._value_, 0.0, old_gpus)
 
     def _hold_nothing(self, st: JobState, was_moving: bool) -> None:
         """A finished or stopped job: no resources (its progress is already still)."""

@@ -41,6 +41,9 @@ _STOPS = (None, *StopReason)
 _NULLABLE = ("first_start", "end_time")
 
 
+_NAN = math.nan
+
+
 def _or_nan(t: float | None) -> float:
     return math.nan if t is None else t
 
@@ -187,17 +190,33 @@ class Recorder:
 
     # --- during the run (hot path: appends only)
     def sample(self, now: float, running: int, pending: int) -> None:
+        """The timeline's row at ``now``: a row per change of the values, not per call. A row's
+        values hold until the next row, so one that repeats the row before it carries nothing and
+        is not kept (a decision that changed nothing); a second call at the same instant replaces
+        that instant's row (the last one counts), which is dropped if it then repeats the row before."""
         t = self._t
-        if t and t[-1] == now:
-            self._used[-3:] = array("d", self.cluster.used)
-            self._running[-1], self._pending[-1] = running, pending
-        else:
+        n = len(t)
+        if n and t[-1] == now:
+            if n > 1 and self._repeats(n - 2, running, pending):
+                del t[-1], self._used[-3:], self._running[-1], self._pending[-1]
+            else:
+                self._used[-3:] = array("d", self.cluster.used)
+                self._running[-1], self._pending[-1] = running, pending
+        elif not n or not self._repeats(n - 1, running, pending):
             t.append(now)
             self._used.extend(self.cluster.used)
             self._running.append(running)
             self._pending.append(pending)
         for fn in self.watchers:
             fn(now)
+
+    def _repeats(self, row: int, running: int, pending: int) -> bool:
+        """Whether timeline row ``row`` holds the values a sample now would (the cluster's use, exactly)."""
+        if self._running[row] != running or self._pending[row] != pending:
+            return False
+        used, k = self._used, 3 * row
+        g, c, m = self.cluster.used
+        return used[k] == g and used[k + 1] == c and used[k + 2] == m
 
     def watch(self, fn) -> None:
         """Call ``fn(now)`` after every timeline sample (every decision and release): a hook for
@@ -274,7 +293,8 @@ class Recorder:
         (progress, service, first_start, end_time, overhead_s, overhead_gpu_s, waited, preemptions, rescales,
          migrations, resizes, failures, status, stop_reason) = self._row_cols
         progress[row], service[row], waited[row] = st.progress, st.service, st.waited
-        first_start[row], end_time[row] = _or_nan(st.first_start), _or_nan(st.end_time)
+        start, end = st.first_start, st.end_time   # _or_nan written out: two calls a job fewer
+        first_start[row], end_time[row] = (_NAN if start is None else start), (_NAN if end is None else end)
         if tally is not None:   # without one (a job that never stopped or reshaped) its counts and costs are
             # zero, as the row holds them already: rows are grown in zeros and each is written once
             overhead_s[row], overhead_gpu_s[row] = tally.overhead_s, tally.overhead_gpu_s
@@ -284,9 +304,12 @@ class Recorder:
         status[row], stop_reason[row] = _STATUSES.index(st.status), _STOPS.index(st.stop_reason)
         if st.fault is not None or st.ckpt_next is not None:
             self._faults[row] = (st.fault, st.ckpt_next)
-        job = st.spec.job_id
+        job, gpu_s = st.spec.job_id, self._gpu_s
         for t, per_job in self._by_type.items():   # its allocations are closed: GPU-seconds per type
-            self._gpu_s_column(t)[row] = per_job.pop(job, 0.0)   # (0 in the types it never held)
+            col = gpu_s.get(t)
+            if col is None:
+                col = self._gpu_s_column(t)
+            col[row] = per_job.pop(job, 0.0)   # (0 in the types it never held)
         return self._Ended(st.spec) if self._jobs is not None else self._Ended(st.spec, row)
 
     def _grow(self, rows: int) -> None:

@@ -44,6 +44,7 @@ class Change(Enum):
 # model): on Python 3.11 reading one through its class (``Change.START``) goes through EnumType's
 # ``__getattr__`` hook, ~8x a global's cost, and every start and stop reads several
 START, RESUME, STOP, MIGRATE, RESIZE = Change.START, Change.RESUME, Change.STOP, Change.MIGRATE, Change.RESIZE
+SCALE_OUT, SCALE_IN, RESCALE, FAIL = Change.SCALE_OUT, Change.SCALE_IN, Change.RESCALE, Change.FAIL
 
 
 @dataclass(frozen=True, slots=True)

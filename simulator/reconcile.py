@@ -15,13 +15,15 @@ the jobs: the engine turns each ``JobChange`` into the job's new state and event
 from __future__ import annotations
 
 import math
+from functools import partial
 from types import MappingProxyType
 from typing import Mapping, NamedTuple
 
 from clustersim.simulator.cluster import CapacityError, Cluster
 from clustersim.simulator.errors import PolicyError
 from clustersim.simulator.job import EMPTY, Allocation, JobSpec, JobState, Tasks, nodes_of, task_counts
-from clustersim.simulator.overhead import FREE, RESUME, START, STOP, STOPS, Change, OverheadModel, Transition
+from clustersim.simulator.overhead import (FREE, MIGRATE, RESCALE, RESIZE, RESUME, SCALE_IN, SCALE_OUT, START, STOP, STOPS,
+                                           Change, OverheadModel, Transition)
 
 
 class JobChange(NamedTuple):
@@ -33,6 +35,12 @@ class JobChange(NamedTuple):
     transition: Transition   # with the wait for handed-over resources added
     gpus: float              # GPUs ``new`` holds
     lingering: Allocation | None = None   # a scale-in's removed tasks, held ``transition.release_s`` more
+
+
+# ``_job_change((state, new, kind, transition, gpus, lingering))``: a JobChange made by tuple's own
+# ``__new__``, every field given, without the Python frame of NamedTuple's generated ``__new__``
+# (a change each per started, stopped or reshaped job)
+_job_change = partial(tuple.__new__, JobChange)
 
 
 def reconcile(wanted: Mapping[str, Allocation | None], states: Mapping[str, JobState], active,
@@ -51,7 +59,7 @@ def reconcile(wanted: Mapping[str, Allocation | None], states: Mapping[str, JobS
         if new != st.allocation:
             change = classify(st, new)
             tr = FREE if change in STOPS else transition(st.spec, change, st.allocation, new)
-            planned.append(JobChange(st, new, change, tr, gpus))
+            planned.append(_job_change((st, new, change, tr, gpus, None)))
             holding = holding or bool(st.allocation)
     if not holding:
         # the common decision: only jobs that hold nothing start or resume. Nothing is released,
@@ -71,7 +79,7 @@ def reconcile(wanted: Mapping[str, Allocation | None], states: Mapping[str, JobS
         if new and handed:
             wait = max((handed.get(n, 0.0) for n in nodes_of(new) - nodes_of(st.allocation)), default=0.0)
             tr = _after(tr, wait)
-        out.append(JobChange(st, new, change, tr, gpus, lingering.get(st.spec.job_id)))
+        out.append(_job_change((st, new, change, tr, gpus, lingering.get(st.spec.job_id))))
     return out
 
 
@@ -82,7 +90,7 @@ def _exit_gracefully(planned, cluster: Cluster, who: str) -> tuple[dict[str, All
     lingering: dict[str, Allocation] = {}
     handed: dict[int, float] = {}
     for st, new, change, tr, _, _ in planned:
-        if tr.release_s > 0 and change is Change.SCALE_IN:
+        if tr.release_s > 0 and change is SCALE_IN:
             leaving = _minus(st.allocation, new)
             try:
                 cluster.take(st.spec, leaving, who)
@@ -145,13 +153,13 @@ def classify(st: JobState, new: Allocation) -> Change:
     a, b = task_counts(old), task_counts(new)
     if a == b:
         same_nodes = all(dict(old[r]) == dict(new.get(r, {})) for r in old)
-        return Change.RESIZE if same_nodes else Change.MIGRATE
+        return RESIZE if same_nodes else MIGRATE
     roles = set(a) | set(b)
     if all(b.get(r, 0) >= a.get(r, 0) for r in roles):
-        return Change.SCALE_OUT
+        return SCALE_OUT
     if all(b.get(r, 0) <= a.get(r, 0) for r in roles):
-        return Change.SCALE_IN
-    return Change.RESCALE
+        return SCALE_IN
+    return RESCALE
 
 
 def _after(tr: Transition, wait: float) -> Transition:

@@ -29,6 +29,8 @@ from clustersim.simulator.overhead import DEFAULT_COSTS, ModelCosts
 if TYPE_CHECKING:
     from clustersim.simulator.cluster import Cluster
 
+_PENDING = Status.PENDING   # a module constant: on Python 3.11 ``Status.PENDING`` costs an EnumType hook call
+
 
 @dataclass(slots=True)
 class Decision:
@@ -267,7 +269,7 @@ class JobView:
     def waited(self) -> float:
         """Seconds spent pending so far, after preemptions too."""
         s = self._state
-        return s.waited + (self._obs.now - s.pending_since if s.status is Status.PENDING else 0.0)
+        return s.waited + (self._obs.now - s.pending_since if s.status is _PENDING else 0.0)
 
     @property
     def throughput_samples(self) -> tuple[ThroughputSample, ...]:

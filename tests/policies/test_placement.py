@@ -22,6 +22,26 @@ def test_first_fit_fills_nodes_in_index_order():
     assert place("first_fit", free(2, 4, 4), 5) == {"worker": {0: 2, 1: 3}}
 
 
+def test_first_fit_skips_nodes_short_of_any_resource_and_deducts_what_it_places():
+    # a worker task needs 1 GPU, 2 cores, 8 GB. Node 0: no GPU; node 1: 3 GPUs but 3 cores, room for
+    # floor(3 / 2) = 1; node 2: 4 GPUs but 16 GB, room for floor(16 / 8) = 2; node 3: room for 8.
+    # Four tasks: 1 on node 1, 2 on node 2, the last on node 3
+    f = np.array([[0, 32, 256], [3, 3, 256], [4, 32, 16], [8, 32, 256]], dtype=float)
+    assert place("first_fit", f, 4) == {"worker": {1: 1, 2: 2, 3: 1}}
+    # node 1: 3 - 1, 3 - 2, 256 - 8; node 2: 4 - 2, 32 - 4, 16 - 16; node 3: 8 - 1, 32 - 2, 256 - 8
+    assert f.tolist() == [[0, 32, 256], [2, 1, 248], [2, 28, 0], [7, 30, 248]]
+
+
+def test_first_fit_finds_the_nodes_of_a_role_without_gpus_by_its_first_need():
+    # a PS task needs no GPU, 4 cores and 10 GB: node 0 has 3 cores (none fits), node 1 8 cores
+    # (floor(8 / 4) = 2, floor(256 / 10) = 25: 2 fit), node 2 32 cores; three tasks: 2 + 1
+    f = np.array([[0, 3, 256], [0, 8, 256], [0, 32, 256]], dtype=float)
+    assert place("first_fit", f, 0, roles=(PS,), ps=3) == {"ps": {1: 2, 2: 1}}
+    assert f.tolist() == [[0, 3, 256], [0, 0, 236], [0, 28, 246]]
+    assert place("first_fit", f, 0, roles=(PS,), ps=8) is None   # 0 + 7 tasks fit: nothing placed
+    assert f.tolist() == [[0, 3, 256], [0, 0, 236], [0, 28, 246]]
+
+
 def test_consolidate_takes_the_tightest_node_that_holds_the_whole_role():
     assert place("consolidate", free(2, 4, 3), 3) == {"worker": {2: 3}}
 
