@@ -41,7 +41,8 @@ import numpy as np
 from clustersim.policies.admission import GpuSizes, admit, budget
 from clustersim.policies.base import Decision, JobView, Policy, View, arrival, register
 from clustersim.simulator.params import Increasing, Length, NonNegative, Positive, Rule, rules
-from clustersim.policies.placement import _NO_NODES, PlacementName, consolidate, keep_in_place, min_nodes, release, strategy
+from clustersim.policies.placement import _NO_NODES, PlacementName, _held, consolidate, min_nodes, strategy
+from clustersim.simulator.cluster import EPS as FREE_EPS
 from clustersim.simulator.errors import ConfigError, TraceError
 from clustersim.simulator.job import nodes_of
 
@@ -57,7 +58,7 @@ GITTINS_ORDER = Rule(("queue_order", "gittins"), lambda order, gittins: not gitt
 
 class _Job:
     __slots__ = ("view", "jid", "index", "demand", "counts", "queue", "key", "offset", "running", "pend_since",
-                 "waited", "version", "consolidate", "mark", "jumped")
+                 "waited", "version", "consolidate", "mark", "jumped", "alloc", "held")
 
     def __init__(self, view: JobView, consolidate: bool):
         self.view = view
@@ -75,6 +76,8 @@ class _Job:
         self.consolidate = consolidate
         self.mark = -1           # the plan that admitted it last
         self.jumped = -1         # the plan right after its last demotion
+        self.alloc = None        # the allocation ``held`` was worked out from (_rows)
+        self.held: dict = {}     # what it holds per node at ``alloc``: (GPUs, cores, GB), placement._held
 
     @property
     def service(self) -> float:
@@ -178,13 +181,13 @@ class Tiresias(Policy):
         stops.sort(key=_rank)
         started = []
         free = view.cluster.free_copy()
-        held = [release(free, job.view) for job in stops]   # per job, its rows: keep_in_place takes them back
+        released = self._release(free, stops) if stops else None
         for job in starting:
             alloc = self._placed(job, free, view)
             if alloc is not None:
                 started.append((job, alloc))
-        # kept: nothing admitted needed its nodes
-        stops = [j for j, rows in zip(stops, held) if not keep_in_place(free, j.view, rows)]
+        if stops:   # kept: nothing admitted needed its nodes
+            stops = [j for j, kept in zip(stops, self._keep(free, stops, released)) if not kept]
         allocations: dict = {j.jid: None for j in stops}
         for job, alloc in started:
             allocations[job.jid] = alloc
@@ -273,6 +276,17 @@ class Tiresias(Policy):
         if k:
             admit(left, [total[r] - tail[r] for r in range(3)])
         return k
+
+    def _release(self, free: np.ndarray, stops: list[_Job]):
+        """Give what the running jobs ``stops`` hold back to ``free``, to plan as if they stopped; the
+        result is what ``_keep`` needs to take it back."""
+        held = [_rows(job) for job in stops]
+        _release_rows(free, held)
+        return held
+
+    def _keep(self, free: np.ndarray, stops: list[_Job], released) -> list[bool]:
+        """Whether each of ``stops`` (rank order) keeps its nodes once the plan's jobs are placed."""
+        return _kept_rows(free, released)
 
     def _placed(self, job: _Job, free: np.ndarray, view: View):
         if not job.consolidate:
@@ -465,6 +479,62 @@ class Tiresias(Policy):
 
 # a job's priority: its queue, then its key and trace index there (the queues' own order)
 _rank = attrgetter("queue", "key", "index")
+
+
+def _rows(job: _Job) -> dict:
+    """What a running job holds on each of its nodes (``placement._held``), kept on its record while
+    its allocation stays the same object: the engine's allocations are read-only, a change is a new
+    one. A job a plan did not admit is released and kept at every plan that starts a job (under
+    Elastic-Tiresias, each job R1 started below its request), its allocation mostly unchanged."""
+    alloc = job.view.allocation
+    if alloc is not job.alloc:
+        job.alloc, job.held = alloc, _held(job.view)
+    return job.held
+
+
+def _release_rows(free: np.ndarray, held: list[dict]) -> None:
+    """Add what each stopped job holds (``held``, in rank order) to its nodes' rows of ``free``, as
+    ``placement.release`` job by job would: per node the same float additions in the same order, on
+    the node's row read once and written once however many of the jobs share it (not a numpy read
+    and write per job and node). Row by row: a fancy-indexed read or write of the few nodes costs
+    more than several single-row ones."""
+    now: dict = {}
+    for rows in held:
+        for node, row in rows.items():
+            f = now.get(node)
+            if f is None:
+                f = now[node] = free[node].tolist()
+            f[0] += row[0]
+            f[1] += row[1]
+            f[2] += row[2]
+    for node, f in now.items():
+        free[node] = f
+
+
+def _kept_rows(free: np.ndarray, held: list[dict]) -> list[bool]:
+    """Whether each stopped job (in rank order) is kept on its nodes: ``placement.keep_in_place`` of
+    each in turn (a job is kept when all it held is still free there, and then takes it back), each
+    node's row read once, when first needed, after the starting jobs were placed. ``free`` is not
+    written: the plan reads nothing of it after this."""
+    now: dict = {}
+    kept = []
+    for rows in held:
+        fits = True
+        for node, row in rows.items():
+            f = now.get(node)
+            if f is None:
+                f = now[node] = free[node].tolist()
+            if row[0] > f[0] + FREE_EPS or row[1] > f[1] + FREE_EPS or row[2] > f[2] + FREE_EPS:
+                fits = False
+                break
+        if fits:
+            for node, row in rows.items():
+                f = now[node]
+                f[0] -= row[0]
+                f[1] -= row[1]
+                f[2] -= row[2]
+        kept.append(fits)
+    return kept
 
 
 def _scan(queue: list, lo: int, hi: int, left: list[float], smallest: float, plan: int, admitted: list) -> bool:
