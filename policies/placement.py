@@ -229,7 +229,7 @@ def min_nodes(capacity: np.ndarray, roles: Sequence[RoleSpec], counts: Mapping[s
     return len({n for nodes in alloc.values() for n, c in nodes.items() if c})
 
 
-def _held(job) -> dict[int, list[float]]:
+def held_rows(job) -> dict[int, list[float]]:
     """What a running job (a JobView) holds on each of its nodes: (GPUs, cores, GB), summed over
     its roles in role order. Only the touched rows: a whole-matrix scratch array costs more than
     the job's few nodes."""
@@ -253,29 +253,62 @@ def _held(job) -> dict[int, list[float]]:
 
 def release(free: np.ndarray, job) -> dict[int, list[float]]:
     """Give the resources a running job (a JobView) holds back to ``free``, to plan as if it stopped.
-    Returns what it held per node, for ``keep_in_place`` to take back without working it out again.
-    Rows are added as Python floats, not with ``free[node] += row``: the same IEEE additions
-    without numpy's cost of turning a short list into an array (7,200 instructions per node, not 9,000)."""
-    held = _held(job)
-    for node, row in held.items():
-        f = free[node].tolist()
-        free[node] = (f[0] + row[0], f[1] + row[1], f[2] + row[2])
+    Returns what it held per node, for ``keep_in_place`` to take back without working it out again."""
+    held = held_rows(job)
+    release_rows(free, [held])
     return held
 
 
 def keep_in_place(free: np.ndarray, job, held: dict[int, list[float]] | None = None) -> bool:
     """Take a running job's current nodes back out of ``free`` if they are all still there.
     ``held``: what ``release`` returned for the job, if it was released on this matrix."""
-    need = _held(job) if held is None else held
-    rows = []
-    for node, row in need.items():
-        f = free[node].tolist()
-        if row[0] > f[0] + EPS or row[1] > f[1] + EPS or row[2] > f[2] + EPS:
-            return False
-        rows.append(f)
-    for (node, row), f in zip(need.items(), rows):   # the rows read are the free values: deduct from them
-        free[node] = (f[0] - row[0], f[1] - row[1], f[2] - row[2])
-    return True
+    return keep_rows(free, [held_rows(job) if held is None else held])[0]
+
+
+def release_rows(free: np.ndarray, held: list[dict]) -> None:
+    """``release`` of several jobs, given what each holds (``held_rows``), in order: per node the
+    same float additions in the same order, on the node's row read once and written once however
+    many of the jobs share it. Rows are added as Python floats, not with ``free[node] += row``: the
+    same IEEE additions without numpy's cost of turning a short list into an array (a fancy-indexed
+    read or write of the few nodes costs more than several single-row ones)."""
+    now: dict = {}
+    for rows in held:
+        for node, row in rows.items():
+            f = now.get(node)
+            if f is None:
+                f = now[node] = free[node].tolist()
+            f[0] += row[0]
+            f[1] += row[1]
+            f[2] += row[2]
+    for node, f in now.items():
+        free[node] = f
+
+
+def keep_rows(free: np.ndarray, held: list[dict]) -> list[bool]:
+    """``keep_in_place`` of several released jobs, given what each held (``held_rows``), in order:
+    whether each is kept, i.e. all it held is still free on its nodes, which it then takes back;
+    each node's row read once, when first needed, and written once at the end."""
+    now: dict = {}
+    kept = []
+    for rows in held:
+        fits = True
+        for node, row in rows.items():
+            f = now.get(node)
+            if f is None:
+                f = now[node] = free[node].tolist()
+            if row[0] > f[0] + EPS or row[1] > f[1] + EPS or row[2] > f[2] + EPS:
+                fits = False
+                break
+        if fits:
+            for node, row in rows.items():
+                f = now[node]
+                f[0] -= row[0]
+                f[1] -= row[1]
+                f[2] -= row[2]
+        kept.append(fits)
+    for node, f in now.items():
+        free[node] = f
+    return kept
 
 
 def shrink(alloc, counts: Mapping[str, int]) -> dict:

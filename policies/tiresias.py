@@ -41,8 +41,8 @@ import numpy as np
 from clustersim.policies.admission import GpuSizes, admit, budget
 from clustersim.policies.base import Decision, JobView, Policy, View, arrival, register
 from clustersim.simulator.params import Increasing, Length, NonNegative, Positive, Rule, rules
-from clustersim.policies.placement import _NO_NODES, PlacementName, _held, consolidate, min_nodes, strategy
-from clustersim.simulator.cluster import EPS as FREE_EPS
+from clustersim.policies.placement import (_NO_NODES, PlacementName, consolidate, held_rows, keep_rows, min_nodes,
+                                          release_rows, strategy)
 from clustersim.simulator.errors import ConfigError, TraceError
 from clustersim.simulator.job import nodes_of
 
@@ -77,7 +77,7 @@ class _Job:
         self.mark = -1           # the plan that admitted it last
         self.jumped = -1         # the plan right after its last demotion
         self.alloc = None        # the allocation ``held`` was worked out from (_rows)
-        self.held: dict = {}     # what it holds per node at ``alloc``: (GPUs, cores, GB), placement._held
+        self.held: dict = {}     # what it holds per node at ``alloc``: (GPUs, cores, GB), placement.held_rows
 
     @property
     def service(self) -> float:
@@ -281,12 +281,12 @@ class Tiresias(Policy):
         """Give what the running jobs ``stops`` hold back to ``free``, to plan as if they stopped; the
         result is what ``_keep`` needs to take it back."""
         held = [_rows(job) for job in stops]
-        _release_rows(free, held)
+        release_rows(free, held)
         return held
 
     def _keep(self, free: np.ndarray, stops: list[_Job], released) -> list[bool]:
         """Whether each of ``stops`` (rank order) keeps its nodes once the plan's jobs are placed."""
-        return _kept_rows(free, released)
+        return keep_rows(free, released)
 
     def _placed(self, job: _Job, free: np.ndarray, view: View):
         if not job.consolidate:
@@ -482,59 +482,14 @@ _rank = attrgetter("queue", "key", "index")
 
 
 def _rows(job: _Job) -> dict:
-    """What a running job holds on each of its nodes (``placement._held``), kept on its record while
+    """What a running job holds on each of its nodes (``placement.held_rows``), kept on its record while
     its allocation stays the same object: the engine's allocations are read-only, a change is a new
     one. A job a plan did not admit is released and kept at every plan that starts a job (under
     Elastic-Tiresias, each job R1 started below its request), its allocation mostly unchanged."""
     alloc = job.view.allocation
     if alloc is not job.alloc:
-        job.alloc, job.held = alloc, _held(job.view)
+        job.alloc, job.held = alloc, held_rows(job.view)
     return job.held
-
-
-def _release_rows(free: np.ndarray, held: list[dict]) -> None:
-    """Add what each stopped job holds (``held``, in rank order) to its nodes' rows of ``free``, as
-    ``placement.release`` job by job would: per node the same float additions in the same order, on
-    the node's row read once and written once however many of the jobs share it (not a numpy read
-    and write per job and node). Row by row: a fancy-indexed read or write of the few nodes costs
-    more than several single-row ones."""
-    now: dict = {}
-    for rows in held:
-        for node, row in rows.items():
-            f = now.get(node)
-            if f is None:
-                f = now[node] = free[node].tolist()
-            f[0] += row[0]
-            f[1] += row[1]
-            f[2] += row[2]
-    for node, f in now.items():
-        free[node] = f
-
-
-def _kept_rows(free: np.ndarray, held: list[dict]) -> list[bool]:
-    """Whether each stopped job (in rank order) is kept on its nodes: ``placement.keep_in_place`` of
-    each in turn (a job is kept when all it held is still free there, and then takes it back), each
-    node's row read once, when first needed, after the starting jobs were placed. ``free`` is not
-    written: the plan reads nothing of it after this."""
-    now: dict = {}
-    kept = []
-    for rows in held:
-        fits = True
-        for node, row in rows.items():
-            f = now.get(node)
-            if f is None:
-                f = now[node] = free[node].tolist()
-            if row[0] > f[0] + FREE_EPS or row[1] > f[1] + FREE_EPS or row[2] > f[2] + FREE_EPS:
-                fits = False
-                break
-        if fits:
-            for node, row in rows.items():
-                f = now[node]
-                f[0] -= row[0]
-                f[1] -= row[1]
-                f[2] -= row[2]
-        kept.append(fits)
-    return kept
 
 
 def _scan(queue: list, lo: int, hi: int, left: list[float], smallest: float, plan: int, admitted: list) -> bool:

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from clustersim.policies.elastic_tiresias import ElasticTiresias
-from clustersim.policies.placement import keep_in_place, release
-from clustersim.policies.tiresias import Tiresias, _kept_rows, _release_rows
+from clustersim.policies.placement import keep_in_place, keep_rows, release, release_rows
+from clustersim.policies.tiresias import Tiresias
 from clustersim.simulator.engine import Engine
 from clustersim.simulator.overhead import ConstantOverhead
 from tests.factories import cluster
@@ -97,10 +97,12 @@ def test_stops_sharing_a_node_kept_in_priority_order():
     free = np.array([[1.0, 4.0, 10.0], [0.0, 2.0, 10.0]])
     a = {0: [1.0, 2.0, 0.0]}
     b = {0: [2.0, 2.0, 0.0], 1: [1.0, 1.0, 0.0]}
-    _release_rows(free, [a, b])
+    release_rows(free, [a, b])
     assert free.tolist() == [[4.0, 8.0, 10.0], [1.0, 3.0, 10.0]]
     free[0, 0] -= 2.0   # the starting job's placement
-    assert _kept_rows(free, [a, b]) == [True, False]
+    started = free.copy()
+    assert keep_rows(free, [a, b]) == [True, False]
+    assert free.tolist() == [[1.0, 6.0, 10.0], [1.0, 3.0, 10.0]]   # a took its node-0 row back: (2 - 1, 8 - 2, 10)
     # in the other order b fits (2 <= 2 GPUs on node 0, 1 <= 1 on node 1), leaving node 0 no GPU for a
-    assert _kept_rows(free, [b, a]) == [True, False]
-    assert free.tolist() == [[2.0, 8.0, 10.0], [1.0, 3.0, 10.0]]   # the keeps write nothing back
+    assert keep_rows(started, [b, a]) == [True, False]
+    assert started.tolist() == [[0.0, 6.0, 10.0], [0.0, 2.0, 10.0]]
