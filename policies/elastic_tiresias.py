@@ -124,6 +124,11 @@ class ElasticTiresias(Tiresias):
         self._tick = 0
         self._node_tick = np.zeros(view.cluster.num_nodes, dtype=np.int64)
         self._gave_none: dict[tuple, int] = {}
+        # the donors' tasks per node for the k > 1 ranking, read on the states as of ``_given_at`` (a tick)
+        self._given = np.zeros(view.cluster.num_nodes, dtype=np.int64)
+        self._given_at = -1
+        # per shape on k > 1 machines, the node set its last search found no plan on and the tick then
+        self._none_on: dict[tuple, tuple] = {}
         # the waiting jobs R1 may start (single-role GPU jobs that do not run), grouped by shape
         # (``_shape``; None: not yet worked out), each group's ranks (``_rank``) sorted, so that R1's
         # walk meets the first job of each shape, not every job (``_walk``); kept as Tiresias's
@@ -591,15 +596,28 @@ class ElasticTiresias(Tiresias):
             nodes = set(np.flatnonzero(up & (idle > 0)).tolist())
             nodes.update(n for n in per_node.nodes() if up[n] and per_node.get(n))
             options = [[n] for n in sorted(nodes)]
-        else:
-            given = self._idle_room.get("given")   # the donors' tasks on each up node (kept in its state)
-            if given is None:
-                given = self._idle_room["given"] = [
-                    (n, self._node_state(view, n, True, per_node, free, planned)[2]) for n in range(len(free)) if up[n]]
-            avail = [(-(int(idle[n]) + g), n) for n, g in given]
-            options.append([n for _, n in heapq.nsmallest(k, avail)])
+        else:   # the k up nodes with the most to give, ties to the lower index (a stable sort)
+            cand = self._idle_room.get("up")
+            if cand is None:
+                cand = self._idle_room["up"] = np.flatnonzero(up)
+            avail = idle[cand] + self._given_now(view, per_node, free, planned)[cand]
+            options.append(cand[np.argsort(-avail, kind="stable")[:k]].tolist())
         self._idle_room[key] = options
         return options
+
+    def _given_now(self, view, per_node, free, planned) -> np.ndarray:
+        """The donors' tasks on each up node (its kept state's total, ``_node_state``), kept per
+        node across decisions and read again only on the nodes whose state was dropped since
+        (``_node_tick``): a compaction or a decision changes a few machines, not all 40."""
+        given = self._given
+        if len(given) != len(free):
+            given = self._given = np.zeros(len(free), dtype=np.int64)
+            self._given_at = -1
+        up = view.cluster.up
+        for n in np.flatnonzero((self._node_tick > self._given_at) & up).tolist():
+            given[n] = self._node_state(view, n, True, per_node, free, planned)[2]
+        self._given_at = self._tick
+        return given
 
     def _search(self, view, jv, role, shape, k, idle, per_node, free, planned):
         """The best of R1's plans on each node set (``_options``), as ``_best_take`` finds them; ties
@@ -621,6 +639,12 @@ class ElasticTiresias(Tiresias):
         since = self._gave_none.get((shape, donors)) if k == 1 else None
         if since is None:
             options = self._options(view, free, role.demand, k, idle, per_node, planned)
+            if k > 1:   # one node set: none again if it is the set the shape last found none on, unchanged since
+                got = self._none_on.get(shape)
+                if got is not None and got[0] == options[0]:
+                    tick = self._node_tick
+                    if all(tick[n] <= got[1] for n in got[0]):
+                        return None
         else:   # on one machine: only the nodes changed since the shape last found nothing may give a plan
             up = view.cluster.up
             options = [[n] for n in np.flatnonzero(self._node_tick > since).tolist()
@@ -643,6 +667,8 @@ class ElasticTiresias(Tiresias):
         if best is None:
             if k == 1:
                 self._gave_none[(shape, donors)] = self._tick
+            else:
+                self._none_on[shape] = (options[0], self._tick)
             return None
         return best[0], {role.name: dict(best[1])}, list(best[2])
 

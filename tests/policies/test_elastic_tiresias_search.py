@@ -16,7 +16,7 @@ class CheckedSearch(ElasticTiresias):
 
     def __init__(self, **params):
         super().__init__(**params)
-        self.searches = self.sets = self.searched = self.narrowed = 0
+        self.searches = self.sets = self.searched = self.narrowed = self.narrowed_sets = 0
 
     def _best_take(self, *args):
         self.searched += 1
@@ -26,6 +26,11 @@ class CheckedSearch(ElasticTiresias):
         before = self.searched
         # a shape that found no plan on one machine: searched on the machines changed since only
         self.narrowed += k == 1 and (shape, per_node is not NO_DONORS) in self._gave_none
+        # on k > 1 machines: one that found no plan on the node set ranked first now, unchanged since,
+        # is answered none without a look at the set
+        got = self._none_on.get(shape) if k > 1 else None
+        self.narrowed_sets += (got is not None and got[0] == self._full_options(view, free, k, idle, per_node)[0]
+                               and all(self._node_tick[n] <= got[1] for n in got[0]))
         kept = super()._search(view, jv, role, shape, k, idle, per_node, free, planned)
         self.sets -= self.searched - before     # the sets the kept plans answered
         facts, self._facts = self._facts, {}    # read every donor afresh
@@ -62,7 +67,8 @@ def test_kept_search_matches_a_fresh_search(seed):
     """Random overloaded runs (elastic and rigid jobs of 1-8 GPUs, some with CPU demands that bind,
     two role names, on three 4-GPU machines of 16 cores; demotions after 50 and 400 GPU-s): every
     R1 search equals the search of every node set afresh, and most node sets are answered by a
-    kept plan or left out as unchanged since the shape found no plan on any."""
+    kept plan or left out as unchanged since the shape found no plan on any (on one machine) or on
+    the same set (on more)."""
     pol = CheckedSearch(thresholds=[50.0, 400.0], compaction_threshold=2, migrate_to_fewer_machines=seed % 2 == 1)
     rec = Engine(overloaded(seed), cluster(nodes=3, gpus=4, cpus=16), pol,
                  speed=Curves(), overhead=ConstantOverhead(start_s=5.0, resume_s=5.0, rescale_s=8.0,
@@ -71,3 +77,4 @@ def test_kept_search_matches_a_fresh_search(seed):
     assert pol.searches > 100 and pol.compactions > 0
     assert pol.sets > 100   # node sets answered by a kept plan: the check covers them
     assert pol.narrowed > 20   # searches narrowed to the machines changed since a failure: covered too
+    assert pol.narrowed_sets > 20   # k > 1 searches answered by a kept failure on an unchanged set: covered too
