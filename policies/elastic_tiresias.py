@@ -628,27 +628,32 @@ class ElasticTiresias(Tiresias):
         best of the nodes' own plans, so a shape that found none on any node (``_gave_none``: the
         ``_tick`` it found none at, per whether donors counted) looks only at the nodes changed
         since (``_node_tick``): every other node's state, and so its kept plan (none), is the
-        same, and a node that was not an option then is none now unless it changed."""
+        same, and a node that was not an option then is none now unless it changed. On k > 1
+        machines there is one node set; a shape that found no plan on it (``_none_on``: the set
+        and the ``_tick`` then) finds none again while the set ranks first and none of its nodes
+        changed since, so the set's states are not read."""
+        donors = per_node is not NO_DONORS
+        if k > 1:
+            options = self._options(view, free, role.demand, k, idle, per_node, planned)
+            got = self._none_on.get(shape)
+            if got is not None and got[0] == options[0]:
+                tick, then = self._node_tick, got[1]
+                if all(tick[n] <= then for n in got[0]):
+                    return None
+        else:
+            since = self._gave_none.get((shape, donors))
+            if since is None:
+                options = self._options(view, free, role.demand, k, idle, per_node, planned)
+            else:   # only the nodes changed since the shape last found nothing may give a plan
+                up = view.cluster.up
+                options = [[n] for n in np.flatnonzero(self._node_tick > since).tolist()
+                           if up[n] and (idle[n] > 0 or per_node.get(n))]
         memo = self._plans.get(shape)
         if memo is None:
             memo = self._plans[shape] = {}
         elif len(memo) > MEMO_SETS:   # node sets of k > 1 machines vary: keep the memory bounded
             memo.clear()
-        donors = per_node is not NO_DONORS
         best = None
-        since = self._gave_none.get((shape, donors)) if k == 1 else None
-        if since is None:
-            options = self._options(view, free, role.demand, k, idle, per_node, planned)
-            if k > 1:   # one node set: none again if it is the set the shape last found none on, unchanged since
-                got = self._none_on.get(shape)
-                if got is not None and got[0] == options[0]:
-                    tick = self._node_tick
-                    if all(tick[n] <= got[1] for n in got[0]):
-                        return None
-        else:   # on one machine: only the nodes changed since the shape last found nothing may give a plan
-            up = view.cluster.up
-            options = [[n] for n in np.flatnonzero(self._node_tick > since).tolist()
-                       if up[n] and (idle[n] > 0 or per_node.get(n))]
         states = self._node_states
         for nodes in options:
             key = tuple(nodes)
