@@ -369,6 +369,10 @@ class ElasticTiresias(Tiresias):
             group = shape   # the group popped, whose next job goes back on the heap
             jid = job.jid
             if jid in pending and jid not in allocs and jid not in reserved and shape not in failed:
+                if shape is not None and self._kept_none(job, shape):   # as _compact would find: no start
+                    dropped.add(shape)
+                    self._failed_then[shape] = self._epoch
+                    continue   # (its group is dropped: no next job of it goes back on the heap)
                 done = self.compactions
                 self._compact(view, job, allocs, free, planned)
                 if shape is None:   # _compact works its shape out (unless it returns before): it joins that group
@@ -395,6 +399,22 @@ class ElasticTiresias(Tiresias):
                 i = bisect_right(ranks, pos)
                 if i < len(ranks):
                     heapq.heappush(heap, (ranks[i], group is None, group))
+
+    def _kept_none(self, job, shape) -> bool:
+        """Whether a k > 1 shape's kept failure (``_none_on``) answers ``job`` now, as ``_search``'s
+        first check would: the ranking made in this span (kept per task demand and k until a
+        compaction) gives the set the shape found none on, and none of its nodes changed since.
+        The walk then passes the shape over without entering ``_compact`` (most k > 1 shapes at
+        most decisions)."""
+        got = self._none_on.get(shape)
+        facts = self._job_facts.get(job.jid)
+        if got is None or facts is None:
+            return False
+        options = self._idle_room.get((tuple(facts[2]), facts[1]))
+        if options is None or options[0] != got[0]:
+            return False
+        tick, then = self._node_tick, got[1]
+        return all(tick[n] <= then for n in got[0])
 
     def _heads(self) -> list:
         """The walk's first heap: each group's first job, less the shapes present that found no
