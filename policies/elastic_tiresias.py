@@ -628,7 +628,7 @@ class ElasticTiresias(Tiresias):
     def _given_now(self, view, per_node, free, planned) -> np.ndarray:
         """The donors' tasks on each up node (its kept state's total, ``_node_state``), kept per
         node across decisions and read again only on the nodes whose state was dropped since
-        (``_node_tick``): a compaction or a decision changes a few machines, not all 40."""
+        (``_node_tick``): a compaction or a decision changes a few machines, not every one."""
         given = self._given
         if len(given) != len(free):
             given = self._given = np.zeros(len(free), dtype=np.int64)
