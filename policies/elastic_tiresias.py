@@ -124,6 +124,11 @@ class ElasticTiresias(Tiresias):
         self._tick = 0
         self._node_tick = np.zeros(view.cluster.num_nodes, dtype=np.int64)
         self._gave_none: dict[tuple, int] = {}
+        # the donors' tasks per node for the k > 1 ranking, read on the states as of ``_given_at`` (a tick)
+        self._given = np.zeros(view.cluster.num_nodes, dtype=np.int64)
+        self._given_at = -1
+        # per shape on k > 1 machines, the node set its last search found no plan on and the tick then
+        self._none_on: dict[tuple, tuple] = {}
         # the waiting jobs R1 may start (single-role GPU jobs that do not run), grouped by shape
         # (``_shape``; None: not yet worked out), each group's ranks (``_rank``) sorted, so that R1's
         # walk meets the first job of each shape, not every job (``_walk``); kept as Tiresias's
@@ -364,6 +369,10 @@ class ElasticTiresias(Tiresias):
             group = shape   # the group popped, whose next job goes back on the heap
             jid = job.jid
             if jid in pending and jid not in allocs and jid not in reserved and shape not in failed:
+                if shape is not None and self._kept_none(job, shape):   # as _compact would find: no start
+                    dropped.add(shape)
+                    self._failed_then[shape] = self._epoch
+                    continue   # (its group is dropped: no next job of it goes back on the heap)
                 done = self.compactions
                 self._compact(view, job, allocs, free, planned)
                 if shape is None:   # _compact works its shape out (unless it returns before): it joins that group
@@ -390,6 +399,22 @@ class ElasticTiresias(Tiresias):
                 i = bisect_right(ranks, pos)
                 if i < len(ranks):
                     heapq.heappush(heap, (ranks[i], group is None, group))
+
+    def _kept_none(self, job, shape) -> bool:
+        """Whether a k > 1 shape's kept failure (``_none_on``) answers ``job`` now, as ``_search``'s
+        first check would: the ranking made in this span (kept per task demand and k until a
+        compaction) gives the set the shape found none on, and none of its nodes changed since.
+        The walk then passes the shape over without entering ``_compact`` (most k > 1 shapes at
+        most decisions)."""
+        got = self._none_on.get(shape)
+        facts = self._job_facts.get(job.jid)
+        if got is None or facts is None:
+            return False
+        options = self._idle_room.get((tuple(facts[2]), facts[1]))
+        if options is None or options[0] != got[0]:
+            return False
+        tick, then = self._node_tick, got[1]
+        return all(tick[n] <= then for n in got[0])
 
     def _heads(self) -> list:
         """The walk's first heap: each group's first job, less the shapes present that found no
@@ -591,15 +616,28 @@ class ElasticTiresias(Tiresias):
             nodes = set(np.flatnonzero(up & (idle > 0)).tolist())
             nodes.update(n for n in per_node.nodes() if up[n] and per_node.get(n))
             options = [[n] for n in sorted(nodes)]
-        else:
-            given = self._idle_room.get("given")   # the donors' tasks on each up node (kept in its state)
-            if given is None:
-                given = self._idle_room["given"] = [
-                    (n, self._node_state(view, n, True, per_node, free, planned)[2]) for n in range(len(free)) if up[n]]
-            avail = [(-(int(idle[n]) + g), n) for n, g in given]
-            options.append([n for _, n in heapq.nsmallest(k, avail)])
+        else:   # the k up nodes with the most to give, ties to the lower index (a stable sort)
+            cand = self._idle_room.get("up")
+            if cand is None:
+                cand = self._idle_room["up"] = np.flatnonzero(up)
+            avail = idle[cand] + self._given_now(view, per_node, free, planned)[cand]
+            options.append(cand[np.argsort(-avail, kind="stable")[:k]].tolist())
         self._idle_room[key] = options
         return options
+
+    def _given_now(self, view, per_node, free, planned) -> np.ndarray:
+        """The donors' tasks on each up node (its kept state's total, ``_node_state``), kept per
+        node across decisions and read again only on the nodes whose state was dropped since
+        (``_node_tick``): a compaction or a decision changes a few machines, not every one."""
+        given = self._given
+        if len(given) != len(free):
+            given = self._given = np.zeros(len(free), dtype=np.int64)
+            self._given_at = -1
+        up = view.cluster.up
+        for n in np.flatnonzero((self._node_tick > self._given_at) & up).tolist():
+            given[n] = self._node_state(view, n, True, per_node, free, planned)[2]
+        self._given_at = self._tick
+        return given
 
     def _search(self, view, jv, role, shape, k, idle, per_node, free, planned):
         """The best of R1's plans on each node set (``_options``), as ``_best_take`` finds them; ties
@@ -610,21 +648,32 @@ class ElasticTiresias(Tiresias):
         best of the nodes' own plans, so a shape that found none on any node (``_gave_none``: the
         ``_tick`` it found none at, per whether donors counted) looks only at the nodes changed
         since (``_node_tick``): every other node's state, and so its kept plan (none), is the
-        same, and a node that was not an option then is none now unless it changed."""
+        same, and a node that was not an option then is none now unless it changed. On k > 1
+        machines there is one node set; a shape that found no plan on it (``_none_on``: the set
+        and the ``_tick`` then) finds none again while the set ranks first and none of its nodes
+        changed since, so the set's states are not read."""
+        donors = per_node is not NO_DONORS
+        if k > 1:
+            options = self._options(view, free, role.demand, k, idle, per_node, planned)
+            got = self._none_on.get(shape)
+            if got is not None and got[0] == options[0]:
+                tick, then = self._node_tick, got[1]
+                if all(tick[n] <= then for n in got[0]):
+                    return None
+        else:
+            since = self._gave_none.get((shape, donors))
+            if since is None:
+                options = self._options(view, free, role.demand, k, idle, per_node, planned)
+            else:   # only the nodes changed since the shape last found nothing may give a plan
+                up = view.cluster.up
+                options = [[n] for n in np.flatnonzero(self._node_tick > since).tolist()
+                           if up[n] and (idle[n] > 0 or per_node.get(n))]
         memo = self._plans.get(shape)
         if memo is None:
             memo = self._plans[shape] = {}
         elif len(memo) > MEMO_SETS:   # node sets of k > 1 machines vary: keep the memory bounded
             memo.clear()
-        donors = per_node is not NO_DONORS
         best = None
-        since = self._gave_none.get((shape, donors)) if k == 1 else None
-        if since is None:
-            options = self._options(view, free, role.demand, k, idle, per_node, planned)
-        else:   # on one machine: only the nodes changed since the shape last found nothing may give a plan
-            up = view.cluster.up
-            options = [[n] for n in np.flatnonzero(self._node_tick > since).tolist()
-                       if up[n] and (idle[n] > 0 or per_node.get(n))]
         states = self._node_states
         for nodes in options:
             key = tuple(nodes)
@@ -643,6 +692,8 @@ class ElasticTiresias(Tiresias):
         if best is None:
             if k == 1:
                 self._gave_none[(shape, donors)] = self._tick
+            else:
+                self._none_on[shape] = (options[0], self._tick)
             return None
         return best[0], {role.name: dict(best[1])}, list(best[2])
 
