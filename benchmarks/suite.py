@@ -5,7 +5,7 @@
 
 Cases (each heavy one in a fresh subprocess, so its peak RSS is its own):
   itp-<policy>       the ten ElasticFlow ITP clusters (69,351 jobs) under fifo, tiresias, srtf, drf,
-                     tetris, elastic_tiresias, sidecar, replayed by benchmarks/elasticflow_fifo.py's
+                     tetris, optimus, elastic_tiresias, sidecar, replayed by benchmarks/elasticflow_fifo.py's
                      ``replay`` (wall = load + build + engine + summary, all ten); itp-fifo also
                      gives the FIFO loop's events/s
   table4-<policy>    EDL Table 4 on the 82,247 real Philly jobs (+experiment=edl_table4_philly_elastic,
@@ -40,7 +40,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
-POLICIES = ("fifo", "tiresias", "srtf", "drf", "tetris", "elastic_tiresias", "sidecar")
+POLICIES = ("fifo", "tiresias", "srtf", "drf", "tetris", "optimus", "elastic_tiresias", "sidecar")
 SCALES = {"1k": 1_000, "10k": 10_000, "100k": 100_000, "1m": 1_000_000, "10m": 10_000_000}
 FULL_ONLY = ("1m", "10m")   # the long points: with --full only (10m: FIFO only)
 STARTUP_RUNS = 5
@@ -54,6 +54,7 @@ TARGETS = {
     ("itp-srtf", "cpu_s"): ("<=", 15.0, "s"),
     ("itp-drf", "cpu_s"): ("<=", 15.0, "s"),
     ("itp-tetris", "cpu_s"): ("<=", 15.0, "s"),
+    ("itp-optimus", "cpu_s"): ("<=", 15.0, "s"),
     ("itp-elastic_tiresias", "cpu_s"): ("<=", 30.0, "s"),   # EDL/SideCar issue, trace scale
     ("itp-sidecar", "cpu_s"): ("<=", 30.0, "s"),
     ("table4-elastic_tiresias", "cpu_s"): ("<=", 60.0, "s"),
