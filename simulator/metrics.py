@@ -804,7 +804,6 @@ def efficiency(rec: Recorder, start: float, end: float) -> dict:
     if speed is None or end <= start:
         return out
     per_node = max(float(rec.cluster.capacity[:, 0].max(initial=1.0)), 1.0)
-    best: dict[tuple, float | None] = {}
 
     def rate(spec, role, k: int) -> float:
         nodes = max(1, int(np.ceil(k * role.gpu / per_node)))
@@ -816,19 +815,17 @@ def efficiency(rec: Recorder, start: float, end: float) -> dict:
             return None
         role = spec.roles[0]
         n = int(round(gpus / role.gpu))
-        # jobs of one profile, batch and request share their speeds (a profile-less job has its own)
-        key = (spec.profile, spec.batch_size, spec.roles, n) if spec.profile else (spec.job_id, n)
-        if key not in best:
-            top = max(role.max_count, role.count, n)
-            t_best = max(rate(spec, role, k) / k for k in _sizes(top))
-            best[key] = rate(spec, role, n) / (n * t_best) if t_best > 0 and n > 0 else None
-        return best[key]
+        top = max(role.max_count, role.count, n)
+        t_best = max(rate(spec, role, k) / k for k in _sizes(top))
+        return rate(spec, role, n) / (n * t_best) if t_best > 0 and n > 0 else None
 
     # busy GPUs and efficiency-weighted GPUs change only at events. Per event (in time order) the
     # GPUs and efficiency x GPUs the job counts with before (``old``) and after it (``new``); the
     # running sums and the areas under them are then numpy's cumulative sums, which add one value
     # after another as a Python loop does (not pairwise): the same figures to the bit
-    shared: dict[tuple, float | None] = {}   # eff by (profile, batch, roles object, GPUs): no roles hash an event
+    # eff worked out once per key: jobs of one profile, batch and request (the build's shared roles
+    # object: no roles hash an event) share their speeds; a profile-less job has its own
+    known: dict[tuple, float | None] = {}
     held: dict[str, tuple[float, float]] = {}   # job -> (GPUs, efficiency x GPUs) it counts with
     busy = weighted = busy_area = eff_area = 0.0
     t_prev = start
@@ -841,13 +838,10 @@ def efficiency(rec: Recorder, start: float, end: float) -> dict:
             old_w.append(0.0 if old is None else old[1])
             e = None
             if gpus > 0:
-                if spec.profile:
-                    k = (spec.profile, spec.batch_size, id(spec.roles), gpus)
-                    e = shared.get(k, shared)
-                    if e is shared:
-                        e = shared[k] = eff(spec, gpus)
-                else:
-                    e = eff(spec, gpus)
+                k = (spec.profile, spec.batch_size, id(spec.roles), gpus) if spec.profile else (job_id, gpus)
+                e = known.get(k, known)
+                if e is known:
+                    e = known[k] = eff(spec, gpus)
             if e is None:
                 new_g.append(0.0)
                 new_w.append(0.0)
