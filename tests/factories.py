@@ -1,9 +1,10 @@
-"""Small hand-made jobs and clusters for tests."""
+"""Small hand-made jobs, clusters and policies for tests."""
 
 from __future__ import annotations
 
 from dataclasses import replace
 
+from clustersim.policies.base import Decision, Policy
 from clustersim.simulator.cluster import Cluster, NodeGroup
 from clustersim.simulator.job import JobSpec, RoleSpec
 
@@ -23,3 +24,21 @@ def jobs(*specs: JobSpec) -> list[JobSpec]:
 
 def cluster(nodes: int = 1, gpus: float = 4, cpus: float = 32, mem: float = 256, per_rack: int = 0) -> Cluster:
     return Cluster([NodeGroup(nodes, gpus, cpus, mem, nodes_per_rack=per_rack)])
+
+
+class OnNodeZero(Policy):
+    """Starts each pending job, in arrival order, on node 0 while its GPUs are free there (every
+    task on one node: the hand-worked cases' single machine); with ``wakeup``, asks to be woken
+    that many seconds after each decision."""
+    name = "on_node_zero"
+
+    def __init__(self, wakeup: float | None = None):
+        self.wakeup = wakeup
+
+    def decide(self, view):
+        free, out = view.cluster.free_gpus, {}
+        for j in view.pending.values():
+            if j.num_gpus <= free:
+                out[j.job_id] = {"worker": {0: int(j.num_gpus)}}
+                free -= j.num_gpus
+        return Decision(out, wakeup=self.wakeup)

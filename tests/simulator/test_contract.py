@@ -10,7 +10,7 @@ from clustersim.simulator.cluster import CapacityError
 from clustersim.simulator.engine import Engine, Limits, Observe, RunawayError
 from clustersim.simulator.job import JobSpec, RoleSpec, StopReason, Tasks
 from clustersim.simulator.overhead import Change, ConstantOverhead, StopFree, Transition
-from tests.factories import cluster, gpu_job, jobs
+from tests.factories import OnNodeZero, cluster, gpu_job, jobs
 
 EXACT = dict(rel=1e-9, abs=1e-9)
 
@@ -244,19 +244,8 @@ def test_transitions_reject_negative_times():
 
 
 def test_the_timeline_integrates_to_the_jobs_gpu_seconds_between_decision_rounds():
-    class Greedy(Policy):
-        name = "greedy"
-
-        def decide(self, view):
-            free, out = view.cluster.free_gpus, {}
-            for j in view.pending.values():
-                if j.num_gpus <= free:
-                    out[j.job_id] = {"worker": {0: int(j.num_gpus)}}
-                    free -= j.num_gpus
-            return Decision(out)
-
     specs = jobs(gpu_job("a", 0.0, 2, 130.0), gpu_job("b", 0.0, 2, 250.0), gpu_job("c", 30.0, 4, 70.0))
-    _, states, rec = run(specs, Greedy(), decision_interval=100.0)
+    _, states, rec = run(specs, OnNodeZero(), decision_interval=100.0)
     t = rec.timeline()
     times = t.column("time").to_pylist() + [rec.end_time]
     used = t.column("gpu_used").to_pylist()

@@ -6,10 +6,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from clustersim.policies.base import Decision, Policy
 from clustersim.simulator.engine import Engine
 from clustersim.simulator.metrics import Recorder
-from tests.factories import cluster, gpu_job, jobs
+from tests.factories import OnNodeZero, cluster, gpu_job, jobs
 
 
 class _Cluster:
@@ -42,26 +41,13 @@ def test_a_sample_that_repeats_the_row_before_adds_none_and_an_instant_back_wher
     assert _rows(rec) == [(0.0, 4.0, 2, 0), (20.0, 4.0, 2, 1), (40.0, 0.0, 0, 0)]
 
 
-class _Waking(Policy):
-    """Starts what fits, in arrival order, and asks to be woken every 25 s (decisions that mostly
-    change nothing, as Tiresias's queue checks do)."""
-    name = "waking"
-
-    def decide(self, view):
-        free, out = view.cluster.free_gpus, {}
-        for j in view.pending.values():
-            if j.num_gpus <= free:
-                out[j.job_id] = {"worker": {0: int(j.num_gpus)}}
-                free -= j.num_gpus
-        return Decision(out, wakeup=25.0)
-
-
 def test_decisions_that_change_nothing_add_no_row_and_the_timeline_integrates_to_the_gpu_seconds():
     # 4 GPUs: a (2 GPUs, 100 s) and b (2 GPUs, 60 s) start at 0; c (2 GPUs, 30 s) arrives at 10 and
     # waits; b ends at 60 and c starts at once (running 2, pending 0: a row); c ends at 90, a at 100.
     # The wake-ups at 25, 50, 75 change nothing: no row (before, each wrote one).
     specs = jobs(gpu_job("a", 0.0, 2, 100.0), gpu_job("b", 0.0, 2, 60.0), gpu_job("c", 10.0, 2, 30.0))
-    rec = Engine(specs, cluster(nodes=1, gpus=4), _Waking(), progress=False).run()
+    # (wake-ups every 25 s change nothing here, as Tiresias's queue checks mostly do)
+    rec = Engine(specs, cluster(nodes=1, gpus=4), OnNodeZero(wakeup=25.0), progress=False).run()
     rows = _rows(rec)
     assert rows == [(0.0, 4.0, 2, 0), (10.0, 4.0, 2, 1), (60.0, 4.0, 2, 0), (90.0, 2.0, 1, 0), (100.0, 0.0, 0, 0)]
     times = [r[0] for r in rows] + [rec.end_time]
