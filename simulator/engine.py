@@ -269,11 +269,6 @@ class Engine:
         heappush(self._queue, (self.now + delay, priority, self._order, handle, args))
         self._order += 1
 
-    def _at_time(self, t: float, handle, *args, priority: int = NORMAL) -> None:
-        """Call ``handle(*args)`` at time ``t``, or now if rounding put ``t`` a hair in the past."""
-        delay = t - self.now
-        self._at(0.0 if 0.0 > delay else delay, handle, *args, priority=priority)   # max(delay, 0.0), no call
-
     # --- hooks for fault models (simulator/faults.py Hooks)
     def at(self, delay: float, fn, first: bool = False) -> None:
         """Call ``fn()`` after ``delay`` s (``first``: before the other events of that instant)."""
@@ -639,7 +634,7 @@ class Engine:
             phase_end, completion = nxt
             at, handle = ((completion, self._complete) if completion is not None else
                           (phase_end, self._phase_end) if phase_end is not None else (None, None))
-            if at is not None:   # _at_time written out (two calls a change fewer), the same time to the bit
+            if at is not None:   # pushed here, not through _at: two calls a change fewer
                 now = self.now
                 delay = at - now
                 if delay < 0.0:   # rounding put it a hair in the past: now
