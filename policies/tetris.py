@@ -126,14 +126,11 @@ class Tetris(Periodic):
         key = tuple(scale.tolist())
         if key != self._scale:   # nodes went down or came up: the shares are worked out again
             self._scale = key
-        out = []
+        key = self._scale
         for a in jobs:
-            truth = a.truth
-            if truth is None or truth[2] is not self._scale:
-                truth = self._learn(a, self._scale)
-            work, _, _, t, share = truth
-            out.append(max(work - a.job.iterations_done, 0.0) * t * share)
-        return out
+            if a.truth is None or a.truth[2] is not key:
+                self._learn(a, key)
+        return [max(t[0] - a.job.iterations_done, 0.0) * t[3] * t[4] for a in jobs for t in (a.truth,)]
 
     def _learn(self, active: Active, scale: tuple) -> list:
         """The job's constants: [total work, time a unit of work takes per step, the capacity the
