@@ -73,7 +73,8 @@ def _demand(roles, counts: dict) -> tuple:
 
 class Active:
     """An active job with what is worked out once for it: its arrival order (``key``) and its
-    ladder; ``truth`` holds a subclass's own per-job constants (Tetris: true running time, work)."""
+    ladder; ``truth`` holds a subclass's own per-job constants (Tetris: its work, the time a unit of
+    work takes per step, its first step's share of the cluster)."""
 
     __slots__ = ("job", "key", "ladder", "truth")
 

@@ -123,9 +123,8 @@ class Tetris(Periodic):
         operations: per job the time a unit of work takes there and the share of the cluster it holds
         are kept (the share for as long as the cluster's capacity stays the same); only the remaining
         iterations are read again."""
-        key = tuple(scale.tolist())
-        if key != self._scale:   # nodes went down or came up: the shares are worked out again
-            self._scale = key
+        if tuple(scale.tolist()) != self._scale:   # nodes went down or came up: new shares
+            self._scale = tuple(scale.tolist())       # one object per capacity: checked by identity
         key = self._scale
         for a in jobs:
             if a.truth is None or a.truth[2] is not key:
