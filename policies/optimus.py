@@ -27,6 +27,8 @@ from __future__ import annotations
 import bisect
 import heapq
 import math
+from collections import Counter
+from collections.abc import Iterable, Iterator
 from types import SimpleNamespace
 from typing import Annotated, Literal
 
@@ -152,9 +154,12 @@ def dominant_share(demand, capacity) -> float:
     return max((d / c for d, c in zip(demand, capacity) if d > 0 and c > 0), default=0.0)
 
 
-def allocate(plans: list[Plan], capacity, *, divisor: str = "share", on_no_fit: str = "stop",
-             max_tasks: int = 0, job_cpu_cap: float = math.inf) -> list[Plan]:
+def allocate(plans: Iterable[Plan], capacity, *, divisor: str = "share", on_no_fit: str = "stop",
+             max_tasks: int = 0, job_cpu_cap: float = math.inf, least: tuple | None = None) -> list[Plan]:
     """Algorithm 1 (§4.1). ``plans`` in arrival order; returns those that got their gang minimum.
+    ``least``: no plan needs less than this of each resource for its minimum; the minimums' pass
+    ends once less than that is left of some resource (no later plan can fit: those the pass
+    would skip are not read).
 
     Minimums first, in arrival order, skipping jobs whose minimum no longer fits the totals
     (note §6 #12); then the task of largest Eq. 9 gain, while gains are positive. A task that
@@ -177,6 +182,8 @@ def allocate(plans: list[Plan], capacity, *, divisor: str = "share", on_no_fit: 
             l1 -= n1
             l2 -= n2
             got.append(plan)
+            if least is not None and (l0 < least[0] or l1 < least[1] or l2 < least[2]):
+                break
     heap = []
     shares: dict = {}   # dominant share per demand vector (jobs of one type share their demands)
     for plan in got:
@@ -547,6 +554,8 @@ class Optimus(Policy):
         self.held: dict[str, tuple] = {}   # job id -> (allocation, its task counts): ``place_all``
         self.entries: dict[str, tuple] = {}
         self._tick = 0
+        self.needs: Counter = Counter()   # the queued rigid jobs' minimums (GPUs, cores, memory): how many of each
+        self.elastic = 0                  # elastic jobs queued
         self.cache: dict[str, dict] = {}   # job id -> fitted state (losses seen, samples, models)
         self.next_at = 0.0
         self._node_size = None   # the largest server's capacity per resource: (any server, a GPU server)
@@ -580,16 +589,28 @@ class Optimus(Policy):
         """Add ``job`` to the queue at its place in arrival order (the tick breaks ties as the
         order of arrival did)."""
         self._dequeue(job.job_id)
-        rigid = not any(r.elastic for r in job.roles)
-        entry = (job.submit_time, job.index, self._tick, job, Plan(job, None, 0) if rigid else None)
+        plan = None if any(r.elastic for r in job.roles) else Plan(job, None, 0)
+        entry = (job.submit_time, job.index, self._tick, job, plan)
         self._tick += 1
         self.entries[job.job_id] = entry
         bisect.insort(self.queue, entry)
+        if plan is None:
+            self.elastic += 1
+        else:
+            self.needs[plan.need] += 1
 
     def _dequeue(self, job_id: str) -> None:
         entry = self.entries.pop(job_id, None)
-        if entry is not None:   # the key (time, index, tick) is unique: bisect finds the entry itself
-            del self.queue[bisect.bisect_left(self.queue, entry[:3])]
+        if entry is None:
+            return
+        del self.queue[bisect.bisect_left(self.queue, entry[:3])]   # the key (time, index, tick) is unique
+        plan = entry[4]
+        if plan is None:
+            self.elastic -= 1
+        else:
+            self.needs[plan.need] -= 1
+            if not self.needs[plan.need]:
+                del self.needs[plan.need]
 
     def _ready(self, now: float) -> bool:
         """A job's pre-run ended at this instant (event-driven mode replans then)."""
@@ -597,20 +618,26 @@ class Optimus(Policy):
 
     def schedule(self, view: View) -> dict:
         """One round: estimates, Algorithm 1, Theorem 1; the changed allocations."""
-        limit, delay = view.now + 1e-9, self.delay
         capacity = view.cluster.up_capacity()
         cap = view.cluster.capacity
         key = (cap.shape, cap.tobytes())
         if key != self._sizes_key:   # the servers' sizes change only with the cluster
             self._sizes_key, self._node_size = key, _server_sizes(cap)
-        plans = []
-        for n, (submit, _, _, job, plan) in enumerate(self.queue):   # eligible jobs, in arrival order
-            if not submit + delay <= limit:   # submission times are sorted: so are the ends of pre-runs
-                break
-            plans.append(plan if plan is not None else self._plan(job, view, n))
-        got = allocate(plans, capacity, divisor=self.divisor, on_no_fit=self.on_no_fit, max_tasks=self.max_tasks,
-                       job_cpu_cap=self.job_cpu_cap)
+        least = None   # with elastic jobs queued every eligible job is estimated, whether it fits or not
+        if not self.elastic and self.needs:
+            least = tuple(min(need[k] for need in self.needs) for k in range(3))
+        got = allocate(self._eligible(view), capacity, divisor=self.divisor, on_no_fit=self.on_no_fit,
+                       max_tasks=self.max_tasks, job_cpu_cap=self.job_cpu_cap, least=least)
         return self.place_all(view, got)
+
+    def _eligible(self, view: View) -> Iterator[Plan]:
+        """The plans of the jobs past their pre-run, in arrival order (a prefix of the queue:
+        submission times are sorted, so are the ends of pre-runs)."""
+        limit, delay = view.now + 1e-9, self.delay
+        for n, (submit, _, _, job, plan) in enumerate(self.queue):
+            if not submit + delay <= limit:
+                return
+            yield plan if plan is not None else self._plan(job, view, n)
 
     def _plan(self, job: JobView, view: View, seq: int) -> Plan:
         """The job's place in Algorithm 1; with a growth step for its model (``steps``) it

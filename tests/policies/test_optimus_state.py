@@ -24,7 +24,15 @@ class CheckedOptimus(Optimus):
 
     def reset(self, view):
         super().reset(view)
-        self.rounds = self.kept_rounds = 0
+        self.rounds = self.kept_rounds = self.cut_rounds = 0
+
+    def _eligible(self, view):
+        read = 0
+        for plan in super()._eligible(view):
+            read += 1
+            yield plan
+        self.read = read
+
 
     def schedule(self, view):
         now = view.now
@@ -39,9 +47,11 @@ class CheckedOptimus(Optimus):
                 assert plan.counts == {r.name: r.min_count for r in job.roles}
                 assert plan.need == tuple(sum(r.min_count * r.demand[k] for r in job.roles) for k in range(3))
                 assert plan.placed == {r.name: r.min_count for r in job.roles if r.min_count}
-        self.plain = plain
+        self.plain, self.read = plain, None
         self.rounds += 1
-        return super().schedule(view)
+        out = super().schedule(view)
+        self.cut_rounds += self.read is None   # the generator was left unfinished: the pass ended early
+        return out
 
     def place_all(self, view, plans):
         # Algorithm 1's minimums as a plain pass: the eligible jobs in arrival order, each whose gang
@@ -99,14 +109,14 @@ class CheckedOptimus(Optimus):
         return changes
 
 
-def mixed(seed: int, n: int = 60) -> list:
-    """Rigid GPU jobs of 1-4 GPUs and elastic PS jobs arriving faster than three 4-GPU machines
-    finish them; some submitted at the same instant (ties broken by trace index)."""
+def mixed(seed: int, rigid: float, n: int = 60) -> list:
+    """Rigid GPU jobs of 1-4 GPUs (a share ``rigid``) and elastic PS jobs arriving faster than three
+    4-GPU machines finish them; some submitted at the same instant (ties broken by trace index)."""
     rng = random.Random(seed)
     specs = []
     for i in range(n):
         t = float(rng.choice([rng.uniform(0, 1500), 300.0]))
-        if rng.random() < 0.6:
+        if rng.random() < rigid:
             specs.append(gpu_job(f"r{i}", t, rng.choice([1, 1, 2, 3, 4]), rng.uniform(100, 900), index=i))
         else:
             work = rng.uniform(500, 3000)
@@ -126,10 +136,22 @@ def test_kept_state_gives_the_decisions_of_a_full_pass(params, seed):
     """Random overloaded runs of rigid and elastic jobs: every job finishes, and at every round the
     kept queue, the rigid plans and the placement equal a pass over every job."""
     pol = CheckedOptimus(interval=120.0, prerun_s=10.0, **params)
-    specs = mixed(seed)
+    specs = mixed(seed, rigid=0.6)
     rec = Engine(specs, cluster(nodes=3, gpus=4, cpus=24, mem=96), pol, overhead=ConstantOverhead(resume_s=5.0),
                  progress=False).run()
     s = rec.summary()
     assert s["jobs_finished"] == len(specs)
     assert pol.rounds > 20 and 0 < pol.kept_rounds < pol.rounds   # rounds that changed nothing, and others
+    assert pol.cut_rounds == 0   # with elastic jobs queued, every eligible job is read (and estimated)
     assert max(st.rescales for st in rec.states) > 0   # elastic jobs were resized
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_rigid_rounds_that_stop_reading_once_nothing_fits_admit_what_a_full_pass_admits(seed):
+    """Only rigid jobs: the minimums' pass stops reading the queue once less is left of a resource
+    than any queued job needs, and admits the jobs a pass over every eligible job admits."""
+    pol = CheckedOptimus(interval=120.0, prerun_s=10.0)
+    specs = mixed(seed, rigid=1.0)
+    rec = Engine(specs, cluster(nodes=3, gpus=4, cpus=24, mem=96), pol, progress=False).run()
+    assert rec.summary()["jobs_finished"] == len(specs)
+    assert 0 < pol.cut_rounds < pol.rounds
