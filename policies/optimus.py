@@ -551,11 +551,11 @@ class Optimus(Policy):
         # (a job is eligible ``delay`` after its submission) instead of sorting them. A rigid job's
         # Plan is its gang request, the same every round: made once (``_enqueue``).
         self.queue: list[tuple] = []
-        self.held: dict[str, tuple] = {}   # job id -> (allocation, its task counts): ``place_all``
-        self.entries: dict[str, tuple] = {}
+        self.entries: dict[str, tuple] = {}   # job id -> its queue entry
         self._tick = 0
         self.needs: Counter = Counter()   # the queued rigid jobs' minimums (GPUs, cores, memory): how many of each
         self.elastic = 0                  # elastic jobs queued
+        self.held: dict[str, tuple] = {}   # job id -> (allocation, its task counts): ``place_all``
         self.cache: dict[str, dict] = {}   # job id -> fitted state (losses seen, samples, models)
         self.next_at = 0.0
         self._node_size = None   # the largest server's capacity per resource: (any server, a GPU server)
