@@ -4,6 +4,7 @@ over every job gives: the eligible jobs sorted afresh, each plan's minimums summ
 placement worked out with every running job's counts recounted and the free nodes always built."""
 
 import random
+from collections import Counter
 
 import pytest
 
@@ -27,12 +28,12 @@ class CheckedOptimus(Optimus):
         self.rounds = self.kept_rounds = self.cut_rounds = 0
 
     def _eligible(self, view):
+        """The plans as Optimus reads them; ``read`` stays None when the pass stops before the end."""
         read = 0
         for plan in super()._eligible(view):
             read += 1
             yield plan
         self.read = read
-
 
     def schedule(self, view):
         now = view.now
@@ -47,6 +48,8 @@ class CheckedOptimus(Optimus):
                 assert plan.counts == {r.name: r.min_count for r in job.roles}
                 assert plan.need == tuple(sum(r.min_count * r.demand[k] for r in job.roles) for k in range(3))
                 assert plan.placed == {r.name: r.min_count for r in job.roles if r.min_count}
+        rigid_needs = [e[4].need for e in self.queue if e[4] is not None]
+        assert self.needs == Counter(rigid_needs) and self.elastic == len(self.queue) - len(rigid_needs)
         self.plain, self.read = plain, None
         self.rounds += 1
         out = super().schedule(view)
