@@ -131,21 +131,33 @@ def _spread_role(free, role, count) -> dict[int, int] | None:
 
 def _align_role(free, role, count) -> dict[int, int] | None:
     """Nodes by alignment score, highest first (ties: the lower index), each filled as far as it
-    goes. The score is the whole matrix's product, as before: numpy's matmul rounds a row
-    differently with the matrix's size and the row's place, so no row is scored on its own. What
-    is cheaper than counting tasks on every node: only the nodes whose first needed resource may
-    have room for a task (``_first_fit_role``'s superset) are sorted, and the exact count, the
-    same arithmetic as ``tasks_per_node``, runs per node in that order until the role is placed."""
+    goes. Only the nodes whose first needed resource may have room for a task (``_first_fit_role``'s
+    superset) are ordered, and the exact count, ``tasks_per_node``'s arithmetic, runs per node in
+    that order until the role is placed: most roles take the best node alone, found by an argmax.
+    The scores are the whole matrix's product: numpy's matmul rounds a row differently with the
+    matrix's size and the row's place, so no row is scored on its own, except where a task needs
+    one resource: every other term of the product is then a zero, and each score is exactly the
+    one rounded product of that column and its weight, however the matmul sums."""
     need = role.needs
     if not need:   # a demand of nothing: every score is 0, so the first node takes every task
         return {0: count} if len(free) else None
-    scale = free.max(axis=0)
-    score = free @ (np.asarray(role.demand) / np.where(scale > 0, scale, 1.0))
     k0, x0 = need[0]
-    cand = np.flatnonzero(free[:, k0] >= x0 * (1.0 - 1e-9) - EPS)
+    col = free[:, k0]
+    cand = (col >= x0 * (1.0 - 1e-9) - EPS).nonzero()[0]
+    if not len(cand):
+        return None
+    if len(need) == 1:   # the weight: the demand over the most any node has free, or over 1 if none has any
+        most = np.maximum.reduce(col)   # ``col.max()`` without its Python wrapper
+        top = col[cand] * (x0 / most if most > 0 else x0)
+    else:
+        scale = np.maximum.reduce(free, axis=0)
+        top = (free @ (np.asarray(role.demand) / np.where(scale > 0, scale, 1.0)))[cand]
+    best = int(cand[top.argmax()])   # the first of the highest: where the order below starts
+    placed = _fill_rows(free, need, count, (best,))
+    if placed is not None:   # the best node takes the whole role (most placements)
+        return placed
     # a stable sort of the candidates (in index order) keeps the whole order's ties: the lower index
-    order = cand[np.argsort(-score[cand], kind="stable")].tolist()
-    return _fill_rows(free, need, count, order)
+    return _fill_rows(free, need, count, cand[(-top).argsort(kind="stable")].tolist())
 
 
 def _fill_rows(free, need, count, order) -> dict[int, int] | None:

@@ -53,11 +53,16 @@ def random_free(rng, nodes):
     free[dup] = free[rng.integers(0, nodes)]
     edge = rng.random((nodes, 3)) < 0.1
     free[edge] = rng.choice([1.0 - 1e-9, 2.0 - 2e-9, 0.7 * 3 - 1e-10, -1e-12, 1e-9], size=edge.sum())
+    if rng.random() < 0.5:   # values that are not round, and pairs one ulp apart, whose scores (a value
+        # times a weight, rounded) may tie although the values do not: the tie goes to the lower index
+        free = np.round(free * rng.uniform(0.3, 1.0, size=(nodes, 3)), int(rng.integers(0, 4)))
+        near = rng.random(nodes) < 0.3
+        free[near] = np.nextafter(free[rng.integers(0, nodes)], rng.choice([-np.inf, np.inf]))
     return free
 
 
 def random_roles(rng):
-    gpu = float(rng.choice([0.0, 0.3, 0.5, 1.0, 1.0, 2.0, 4.0, 8.0]))
+    gpu = float(rng.choice([0.0, 0.3, 0.5, 1.0, 1.0, 2.0, 3.0, 8.0]))
     worker = RoleSpec("worker", 1, gpu, float(rng.choice([0.0, 0.7, 2.0, 16.0])),
                       float(rng.choice([0.0, 8.0, 100.0])), 1, 1)
     if rng.random() < 0.7:
