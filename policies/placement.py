@@ -386,6 +386,8 @@ def shrink(alloc, counts: Mapping[str, int]) -> dict:
 
 def merge(a, b) -> dict:
     """The union of two allocations of the same job."""
+    if not a:   # a job placed from nothing (most placements): the union is a copy of ``b``
+        return {role: dict(nodes) for role, nodes in b.items()}
     out = {role: dict(nodes) for role, nodes in a.items()}
     for role, nodes in b.items():
         mine = out.setdefault(role, {})
