@@ -218,12 +218,12 @@ class Cluster:
 
     def _snap_used(self) -> None:
         used = self.used   # written out: a loop over the three costs more than the tests (one per take and release)
-        g, c, m = used
-        if -EPS < g < EPS:
+        g, c, m = used   # (``abs(x) < EPS`` is ``-EPS < x < EPS`` for every float, a negation and a test fewer)
+        if abs(g) < EPS:
             used[0] = 0.0
-        if -EPS < c < EPS:
+        if abs(c) < EPS:
             used[1] = 0.0
-        if -EPS < m < EPS:
+        if abs(m) < EPS:
             used[2] = 0.0
 
 
@@ -237,11 +237,11 @@ def _move(row: list, cap: tuple, used: list, held: tuple, count: int) -> None:
     for k, x in held:
         d = count * x
         v = row[k] - d
-        if -EPS < v < EPS:
+        if abs(v) < EPS:   # -EPS < v < EPS
             v = 0.0
         else:
             c = cap[k]
-            if -EPS < v - c < EPS:
+            if abs(v - c) < EPS:
                 v = c
         row[k] = v
         used[k] += d
