@@ -24,14 +24,17 @@ open are parameters: docs/policies/optimus.md.
 
 from __future__ import annotations
 
+import bisect
 import heapq
 import math
+from collections import Counter
+from collections.abc import Iterable, Iterator
 from types import SimpleNamespace
 from typing import Annotated, Literal
 
 import numpy as np
 
-from clustersim.policies.base import Decision, JobView, Observer, Policy, Profiled, View, arrival, register
+from clustersim.policies.base import Decision, JobView, Observer, Policy, Profiled, View, register
 from clustersim.policies.placement import keep_in_place, release, strategy
 from clustersim.simulator.cluster import EPS
 from clustersim.simulator.convergence import LossFitter, epochs_to_converge
@@ -108,7 +111,7 @@ class Plan:
     slots (the hot loop reads no dicts); ``counts`` is written back at the end."""
 
     __slots__ = ("job", "counts", "est", "ps", "worker", "t", "seq", "p", "w", "ups", "wup", "nxt", "cpu", "cap",
-                 "step", "take")
+                 "step", "take", "need", "jid", "placed")
 
     def __init__(self, job: JobView, est: Estimate | None, seq: int, step: tuple[int, int] | None = None,
                  start: dict[str, int] | None = None):
@@ -123,6 +126,15 @@ class Plan:
         self.ups = self.wup = None   # (divisor, demand, cap) of the PS / worker role, None: not grown
         self.nxt = None              # remaining time after the task(s) the job is queued for
         self.cpu = sum(self.counts[r.name] * r.demand[1] for r in job.roles)   # cores the job's counts hold
+        need = [0.0, 0.0, 0.0]   # GPUs, cores, memory of the starting counts (Algorithm 1's minimums)
+        for r in job.roles:
+            for k in range(3):
+                need[k] += self.counts[r.name] * r.demand[k]
+        self.need = tuple(need)
+        self.jid = job.job_id
+        # the counts to place, without roles at none: fixed for a plan without estimate (Algorithm 1
+        # grows only the plans it has an estimate for), else worked out after Algorithm 1
+        self.placed = _nonzero(self.counts) if est is None else None
         self.cap = math.inf          # cores the job may hold (``job_cpu_cap``)
         self.step = step
         self.take = 1                # tasks the queued heap entry adds
@@ -132,14 +144,22 @@ class Plan:
         return (c[self.ps] if self.ps else 1), c[self.worker]
 
 
+def _nonzero(counts: dict) -> dict:
+    """Tasks per role, without the roles at none (``task_counts``'s form)."""
+    return {r: c for r, c in counts.items() if c}
+
+
 def dominant_share(demand, capacity) -> float:
     """A task's dominant share: its largest demand over the cluster's capacity (DRF's definition)."""
     return max((d / c for d, c in zip(demand, capacity) if d > 0 and c > 0), default=0.0)
 
 
-def allocate(plans: list[Plan], capacity, *, divisor: str = "share", on_no_fit: str = "stop",
-             max_tasks: int = 0, job_cpu_cap: float = math.inf) -> list[Plan]:
+def allocate(plans: Iterable[Plan], capacity, *, divisor: str = "share", on_no_fit: str = "stop",
+             max_tasks: int = 0, job_cpu_cap: float = math.inf, least: tuple | None = None) -> list[Plan]:
     """Algorithm 1 (§4.1). ``plans`` in arrival order; returns those that got their gang minimum.
+    ``least``: no plan needs less than this of each resource for its minimum; the minimums' pass
+    ends once less than that is left of some resource (no later plan can fit: those the pass
+    would skip are not read).
 
     Minimums first, in arrival order, skipping jobs whose minimum no longer fits the totals
     (note §6 #12); then the task of largest Eq. 9 gain, while gains are positive. A task that
@@ -153,17 +173,17 @@ def allocate(plans: list[Plan], capacity, *, divisor: str = "share", on_no_fit: 
     at the setting it moves to was computed when it was queued) and one heap operation
     (``heapreplace``: the job's next task replaces its last at the top).
     """
-    left = [float(x) + EPS for x in capacity]
+    l0, l1, l2 = (float(x) + EPS for x in capacity)
     got = []
     for plan in plans:
-        need = [0.0, 0.0, 0.0]
-        for r in plan.job.roles:
-            for k in range(3):
-                need[k] += plan.counts[r.name] * r.demand[k]
-        if all(n <= x for n, x in zip(need, left)):
-            for k in range(3):
-                left[k] -= need[k]
+        n0, n1, n2 = plan.need
+        if n0 <= l0 and n1 <= l1 and n2 <= l2:
+            l0 -= n0
+            l1 -= n1
+            l2 -= n2
             got.append(plan)
+            if least is not None and (l0 < least[0] or l1 < least[1] or l2 < least[2]):
+                break
     heap = []
     shares: dict = {}   # dominant share per demand vector (jobs of one type share their demands)
     for plan in got:
@@ -189,7 +209,6 @@ def allocate(plans: list[Plan], capacity, *, divisor: str = "share", on_no_fit: 
         if item is not None:
             heap.append(item)
     heapq.heapify(heap)   # keys (-gain, arrival, seq) are distinct: the same order as pushes
-    l0, l1, l2 = left
     while heap:
         g, _, _, plan, is_ps = heap[0]
         if g >= 0:
@@ -301,13 +320,15 @@ class NodeSet:
     at the first kind first, any other job at the second kind first (then the other): on mixed
     clusters CPU jobs leave free GPUs' servers to GPU jobs (note §6 #15d)."""
 
-    def __init__(self, free: np.ndarray, up, capacity: np.ndarray):
+    def __init__(self, free: np.ndarray, up, capacity: np.ndarray, heaps: bool = True):
+        """``heaps`` False: no heaps yet (the caller changes rows first, then calls ``reheap``)."""
         self.rows = np.asarray(free, dtype=float).tolist()
         self.up = [bool(u) for u in up]
         self.total = [0.0, 0.0, 0.0]
         self.heaps: tuple[list, list] = ([], [])   # (with GPUs, without)
         self.failed: dict[tuple, list] = {}   # task kinds -> counts that did not fit (this round)
-        self.reheap()
+        if heaps:
+            self.reheap()
 
     def reheap(self) -> None:
         self.failed = {}   # room changed: what did not fit may now
@@ -525,17 +546,31 @@ class Optimus(Policy):
 
     def reset(self, view: View) -> None:
         self.active: dict[str, JobView] = {}
+        # the active jobs in arrival order, each (submit time, trace index, tick, job, its plan if the
+        # job is rigid): kept as jobs come and go, so that a round reads its eligible jobs as a prefix
+        # (a job is eligible ``delay`` after its submission) instead of sorting them. A rigid job's
+        # Plan is its gang request, the same every round: made once (``_enqueue``).
+        self.queue: list[tuple] = []
+        self.entries: dict[str, tuple] = {}   # job id -> its queue entry
+        self._tick = 0
+        self.needs: Counter = Counter()   # the queued rigid jobs' minimums (GPUs, cores, memory): how many of each
+        self.elastic = 0                  # elastic jobs queued
+        self.held: dict[str, tuple] = {}   # job id -> (allocation, its task counts): ``place_all``
         self.cache: dict[str, dict] = {}   # job id -> fitted state (losses seen, samples, models)
         self.next_at = 0.0
         self._node_size = None   # the largest server's capacity per resource: (any server, a GPU server)
+        self._sizes_key = None   # the capacities ``_node_size`` was worked out from
 
     # ------------------------------------------------------------------ the loop
     def decide(self, view: View) -> Decision:
         for job in view.finished:
             self.active.pop(job.job_id, None)
             self.cache.pop(job.job_id, None)
+            self._dequeue(job.job_id)
+            self.held.pop(job.job_id, None)
         for job in view.arrived:
             self.active[job.job_id] = job
+            self._enqueue(job)
         now = view.now
         due = now >= self.next_at - 1e-9
         decision = Decision()
@@ -550,21 +585,59 @@ class Optimus(Policy):
         decision.wakeup = wake - now
         return decision
 
+    def _enqueue(self, job: JobView) -> None:
+        """Add ``job`` to the queue at its place in arrival order (the tick breaks ties as the
+        order of arrival did)."""
+        self._dequeue(job.job_id)
+        plan = None if any(r.elastic for r in job.roles) else Plan(job, None, 0)
+        entry = (job.submit_time, job.index, self._tick, job, plan)
+        self._tick += 1
+        self.entries[job.job_id] = entry
+        bisect.insort(self.queue, entry)
+        if plan is None:
+            self.elastic += 1
+        else:
+            self.needs[plan.need] += 1
+
+    def _dequeue(self, job_id: str) -> None:
+        entry = self.entries.pop(job_id, None)
+        if entry is None:
+            return
+        del self.queue[bisect.bisect_left(self.queue, entry[:3])]   # the key (time, index, tick) is unique
+        plan = entry[4]
+        if plan is None:
+            self.elastic -= 1
+        else:
+            self.needs[plan.need] -= 1
+            if not self.needs[plan.need]:
+                del self.needs[plan.need]
+
     def _ready(self, now: float) -> bool:
         """A job's pre-run ended at this instant (event-driven mode replans then)."""
         return any(abs(j.submit_time + self.delay - now) < 1e-9 for j in self.active.values())
 
     def schedule(self, view: View) -> dict:
         """One round: estimates, Algorithm 1, Theorem 1; the changed allocations."""
-        now = view.now
-        eligible = [j for j in self.active.values() if j.submit_time + self.delay <= now + 1e-9]
-        eligible.sort(key=arrival)
         capacity = view.cluster.up_capacity()
-        self._node_size = _server_sizes(view.cluster.capacity)
-        plans = [self._plan(j, view, n) for n, j in enumerate(eligible)]
-        got = allocate(plans, capacity, divisor=self.divisor, on_no_fit=self.on_no_fit, max_tasks=self.max_tasks,
-                       job_cpu_cap=self.job_cpu_cap)
+        cap = view.cluster.capacity
+        key = (cap.shape, cap.tobytes())
+        if key != self._sizes_key:   # the servers' sizes change only with the cluster
+            self._sizes_key, self._node_size = key, _server_sizes(cap)
+        least = None   # with elastic jobs queued every eligible job is estimated, whether it fits or not
+        if not self.elastic and self.needs:
+            least = tuple(min(need[k] for need in self.needs) for k in range(3))
+        got = allocate(self._eligible(view), capacity, divisor=self.divisor, on_no_fit=self.on_no_fit,
+                       max_tasks=self.max_tasks, job_cpu_cap=self.job_cpu_cap, least=least)
         return self.place_all(view, got)
+
+    def _eligible(self, view: View) -> Iterator[Plan]:
+        """The plans of the jobs past their pre-run, in arrival order (a prefix of the queue:
+        submission times are sorted, so are the ends of pre-runs)."""
+        limit, delay = view.now + 1e-9, self.delay
+        for n, (submit, _, _, job, plan) in enumerate(self.queue):
+            if not submit + delay <= limit:
+                return
+            yield plan if plan is not None else self._plan(job, view, n)
 
     def _plan(self, job: JobView, view: View, seq: int) -> Plan:
         """The job's place in Algorithm 1; with a growth step for its model (``steps``) it
@@ -579,22 +652,38 @@ class Optimus(Policy):
         """Theorem 1 placement of the planned counts, smallest job first (p + w, note §6 #16).
         With ``keep_placement`` a running job planned at the counts it runs keeps its nodes (no
         restart: §5.4 restarts a job when its PS or workers change)."""
-        cl = view.cluster
-        nodes = (NodeSet(cl.free_copy(), cl.up, cl.capacity) if self.placement == "theorem1"
-                 else Strategy(cl.free_copy(), self.placement))
-        wanted = {p.job.job_id: p for p in plans}
-        changes: dict = {}
-        moved = []
-        for job in view.running.values():
-            plan = wanted.get(job.job_id)
-            if plan is not None and self.keep_placement and task_counts(job.allocation) == {
-                    r: c for r, c in plan.counts.items() if c}:
-                del wanted[job.job_id]
-                continue
-            nodes.add(job, job.allocation)
+        wanted = {p.jid: p for p in plans}
+        kept, moved, held = set(), [], self.held
+        for jid, job in view.running.items():
+            plan = wanted.get(jid)
+            if plan is not None and self.keep_placement:
+                alloc = job.allocation   # its task counts are worked out once per allocation it holds
+                h = held.get(jid)
+                if h is None or h[0] is not alloc:
+                    h = held[jid] = (alloc, task_counts(alloc))
+                if h[1] == (plan.placed if plan.est is None else _nonzero(plan.counts)):
+                    kept.add(jid)
+                    continue
             moved.append(job)
+        changes: dict = {}
+        order = [p for p in plans if p.jid not in kept]
+        if order:   # else nothing is placed: the cluster's free resources are not needed
+            self._place(view, order, moved, changes)
+        for job in moved:   # running jobs whose gang minimum did not fit this round are paused too
+            if job.job_id not in wanted:
+                changes[job.job_id] = None
+        return changes
+
+    def _place(self, view: View, order: list[Plan], moved: list[JobView], changes: dict) -> None:
+        """Place ``order`` on the free resources with ``moved``'s given back; ``changes`` gets the
+        allocations that differ from the jobs' own (None: paused)."""
+        cl = view.cluster
+        nodes = (NodeSet(cl.free_copy(), cl.up, cl.capacity, heaps=False) if self.placement == "theorem1"
+                 else Strategy(cl.free_copy(), self.placement))
+        for job in moved:
+            nodes.add(job, job.allocation)
         nodes.reheap()
-        order = sorted(wanted.values(), key=lambda p: (sum(p.counts.values()), p.job.submit_time, p.job.index))
+        order.sort(key=lambda p: (sum(p.counts.values()), p.job.submit_time, p.job.index))
         for plan in order:
             job = plan.job
             alloc = nodes.place(job, plan.counts)
@@ -604,18 +693,13 @@ class Optimus(Policy):
                     alloc = nodes.place(job, counts)
             if alloc is not None:
                 if not _same(alloc, job.allocation):
-                    changes[job.job_id] = alloc
+                    changes[plan.jid] = alloc
                 continue
             if job.allocation and nodes.add(job, job.allocation, -1.0):  # paused? keep what it has, if still free
                 nodes.reheap()
                 continue
             if job.allocation:
-                changes[job.job_id] = None   # §4.2: jobs not placed are paused until the next interval
-        planned = {p.job.job_id for p in plans}
-        for job in moved:   # running jobs whose gang minimum did not fit this round are paused too
-            if job.job_id not in planned:
-                changes[job.job_id] = None
-        return changes
+                changes[plan.jid] = None   # §4.2: jobs not placed are paused until the next interval
 
     def _packable(self, view: View, job: JobView, counts: dict) -> dict:
         """``counts`` with one task fewer at a time (``_shrink``) until they can be placed on the
