@@ -30,9 +30,10 @@ class Ladder:
     """A job's steps, worked out once per job (they depend only on its roles): after ``k + 1``
     steps it has ``counts[k]`` tasks per role, holding ``total[k]`` (GPUs, cores, memory); step
     ``k`` itself needs ``step[k]``. A step is a bundle, one more task of every elastic role below
-    its max; there is none once every role is at its max. Extended as far as a plan climbs."""
+    its max; there is none once every role is at its max. Extended as far as a plan climbs;
+    ``known`` says whether every step is listed (a rigid job's one step, at once)."""
 
-    __slots__ = ("roles", "counts", "step", "total", "_next")
+    __slots__ = ("roles", "counts", "step", "total", "_next", "known")
 
     def __init__(self, job: JobView):
         self.roles = job.roles
@@ -40,6 +41,7 @@ class Ladder:
         self.step: list[tuple] = []
         self.total: list[tuple] = []
         self._next: dict | None = {r.name: r.min_count for r in self.roles}
+        self.known = False
         self._climb()   # the first step, the gang minimum, always exists
 
     def has(self, k: int) -> bool:
@@ -58,6 +60,7 @@ class Ladder:
         self.counts.append(counts)
         nxt = {r.name: int(r.elastic and counts[r.name] < r.max_count) for r in self.roles}
         self._next = nxt if any(nxt.values()) else None
+        self.known = self._next is None
 
 
 def _demand(roles, counts: dict) -> tuple:
@@ -70,7 +73,8 @@ def _demand(roles, counts: dict) -> tuple:
 
 class Active:
     """An active job with what is worked out once for it: its arrival order (``key``) and its
-    ladder; ``truth`` holds a subclass's own per-job constants (Tetris: true running time, work)."""
+    ladder; ``truth`` holds a subclass's own per-job constants (Tetris: its work, the time a unit of
+    work takes per step, its first step's share of the cluster)."""
 
     __slots__ = ("job", "key", "ladder", "truth")
 
@@ -152,15 +156,21 @@ class Periodic(Policy):
         wanted = {s.job.job_id: s for s in plan}
         kept: dict[str, dict] = {}
         changes: dict = {}
+        held = self.held
         for job_id, job in view.running.items():
             step = wanted.get(job_id)
-            now = self._counts(job_id, job)
+            # its tasks per role, counted again only when its allocation changed
+            alloc = job.allocation
+            seen = held.get(job_id)
+            if seen is None or seen[0] is not alloc:
+                seen = held[job_id] = (alloc, task_counts(alloc))
+            now = seen[1]
             if step is not None and step.counts == now:  # planned as it runs: it keeps its nodes
                 del wanted[job_id]
                 continue
             keep = {} if step is None else {r: min(now.get(r, 0), step.counts[r]) for r in step.counts}
-            smaller = shrink(job.allocation, keep) if any(keep.values()) else {}
-            _give_back(free, job, job.allocation, smaller)
+            smaller = shrink(alloc, keep) if any(keep.values()) else {}
+            _give_back(free, job, alloc, smaller)
             kept[job_id] = smaller
             if not smaller:
                 changes[job_id] = None
@@ -174,14 +184,6 @@ class Periodic(Policy):
             else:
                 changes.pop(job_id, None)
         return changes
-
-    def _counts(self, job_id: str, job: JobView) -> dict:
-        """Tasks per role of a running job, counted again only when its allocation changed."""
-        alloc = job.allocation
-        seen = self.held.get(job_id)
-        if seen is None or seen[0] is not alloc:
-            seen = self.held[job_id] = (alloc, task_counts(alloc))
-        return seen[1]
 
     def _grow(self, free: np.ndarray, step: Step, base: dict) -> dict | None:
         """``base`` plus as much of the planned growth as the placement finds room for."""

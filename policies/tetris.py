@@ -27,6 +27,7 @@ See periodic.py.
 
 from __future__ import annotations
 
+from math import isfinite
 
 import numpy as np
 
@@ -49,6 +50,10 @@ class Tetris(Periodic):
         super().__init__(interval, placement, event_driven)
         self.weight = float(srtf_weight)
 
+    def reset(self, view: View) -> None:
+        super().reset(view)
+        self._scale = None   # the capacity (scale) the jobs' kept first-step shares are for
+
     def allocate(self, view: View, jobs: list[Active]) -> list[Step]:
         if not jobs:
             return []
@@ -61,56 +66,100 @@ class Tetris(Periodic):
         need = np.array([lad.step[0] for lad in ladders])
         unit = need / scale  # each step's demand as a share of capacity
         a0 = unit @ (left / scale)
-        work = np.array([self._remaining_work(a, 0, scale) for a in order])   # at each job's first step
-        mean_a = a0.mean() if a0.mean() > 0 else 1.0
-        mean_r = work.mean() if work.mean() > 0 else 1.0
+        work = np.array(self._first_work(order, scale))   # at each job's first step
+        mean_a, mean_r = a0.mean(), work.mean()
+        mean_a = mean_a if mean_a > 0 else 1.0
+        mean_r = mean_r if mean_r > 0 else 1.0
         # the SRTF term, +inf once a job takes no more: its score is then -inf, below every live job's
         penalty = self.weight * work / mean_r
-        live = len(order)
         smallest = self.smallest_step()
         first: list[int] = []               # jobs in the order they got their first step
         # what is left, as plain floats: the elementwise arithmetic is the same IEEE operations
         # as on the arrays; only the dot products (matmul) stay in numpy, to keep their rounding
         lf = left.tolist()
         s0, s1, s2 = scale.tolist()
+        # The scores, worked out in numpy whenever what is free changed. Numpy's rounding of a
+        # matmul row depends on the matrix (its size, the row's place), so every job stays in it, in
+        # arrival order, and no score is worked out on its own. A job that does not fit changes only
+        # its own score, to -inf: the kept vector, with that entry set, serves the next pick.
+        f = np.array((lf[0] / s0, lf[1] / s1, lf[2] / s2))
+        score = np.empty(len(order))
+        kept = False                        # whether score is the vector at f and penalty
+        live = len(order)
         while live and (smallest <= 0 or lf[0] >= smallest):
-            score = unit @ np.array((lf[0] / s0, lf[1] / s1, lf[2] / s2)) / mean_a - penalty
+            if not kept:
+                np.matmul(unit, f, out=score)
+                np.divide(score, mean_a, out=score)
+                np.subtract(score, penalty, out=score)
+                kept = True
             i = int(score.argmax())  # ties: the earlier arrival
             k = taken[i]
-            g, c, m = ladders[i].step[k]
+            steps = ladders[i].step
+            g, c, m = steps[k]
             if g <= lf[0] and c <= lf[1] and m <= lf[2]:
                 taken[i] = k + 1
                 lf[0] -= g
                 lf[1] -= c
                 lf[2] -= m
+                f[0], f[1], f[2] = lf[0] / s0, lf[1] / s1, lf[2] / s2
+                kept = False
                 if not k:
                     first.append(i)
-                if ladders[i].has(k + 1):
-                    g, c, m = ladders[i].step[k + 1]
+                if k + 1 < len(steps) or not ladders[i].known and ladders[i].has(k + 1):
+                    g, c, m = steps[k + 1]
                     unit[i] = (g / s0, c / s1, m / s2)
                     penalty[i] = self.weight * self._remaining_work(order[i], k + 1, scale) / mean_r
                     continue
             penalty[i] = np.inf
             live -= 1
+            if kept and isfinite(score[i]):   # its alignment is finite: its score becomes -inf
+                score[i] = -np.inf
+            else:
+                kept = False
         return [Step(order[i].job, ladders[i].counts[taken[i] - 1]) for i in first]
+
+    def _first_work(self, jobs: list[Active], scale) -> list[float]:
+        """Each job's remaining work at its first step, ``_remaining_work(a, 0, scale)`` with the same
+        operations: per job the time a unit of work takes there and the share of the cluster it holds
+        are kept (the share for as long as the cluster's capacity stays the same); only the remaining
+        iterations are read again."""
+        if tuple(scale.tolist()) != self._scale:   # nodes went down or came up: new shares
+            self._scale = tuple(scale.tolist())       # one object per capacity: checked by identity
+        key = self._scale
+        for a in jobs:
+            if a.truth is None or a.truth[2] is not key:
+                self._learn(a, key)
+        return [max(t[0] - a.job.iterations_done, 0.0) * t[3] * t[4] for a in jobs for t in (a.truth,)]
+
+    def _learn(self, active: Active, scale: tuple) -> list:
+        """The job's constants: [total work, time a unit of work takes per step, the capacity the
+        rest is for, the time and the share of that capacity at the first step]."""
+        if active.truth is None:
+            active.truth = [active.job.total_work, {}, None, 0.0, 0.0]
+        truth = active.truth
+        g, c, m = active.ladder.total[0]
+        truth[2:] = (scale, self._unit_time(active, 0), g / scale[0] + c / scale[1] + m / scale[2])
+        return truth
 
     def _remaining_work(self, active: Active, k: int, scale) -> float:
         """Remaining time at the job's step ``k`` times the share of the cluster it then holds
         (ground truth: oracle only). The speed is the job's profiled one at those counts, each task
         on its own server; a job without a speed model (a bare test engine) runs at its request's
         speed scaled by its tasks (the time at the request, ``duration``, x request / tasks)."""
-        job, ladder = active.job, active.ladder
-        if active.truth is None:   # work, and per step: the time a unit of work takes
-            active.truth = (job.total_work, {})
-        work, per_step = active.truth
-        left = max(work - job.iterations_done, 0.0)
+        if active.truth is None:
+            self._learn(active, tuple(scale.tolist()))
+        left = max(active.truth[0] - active.job.iterations_done, 0.0)
+        g, c, m = active.ladder.total[k]
+        return left * self._unit_time(active, k) * (g / scale[0] + c / scale[1] + m / scale[2])
+
+    def _unit_time(self, active: Active, k: int) -> float:
+        """The time a unit of work takes at the job's step ``k`` (kept per job and step)."""
+        per_step = active.truth[1]
         t = per_step.get(k)
         if t is None:
-            counts = ladder.counts[k]
-            rate = self._rate(job, counts)
+            rate = self._rate(active.job, active.ladder.counts[k])
             t = per_step[k] = 1.0 / rate if rate > 0 else np.inf
-        g, c, m = ladder.total[k]
-        return left * t * (g / scale[0] + c / scale[1] + m / scale[2])
+        return t
 
     @staticmethod
     def _rate(job, counts: dict) -> float:
