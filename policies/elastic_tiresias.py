@@ -98,8 +98,11 @@ class ElasticTiresias(Tiresias):
         self.reserved: dict[str, tuple] = {}     # job -> (allocation, give up at)
         self.speed: dict[str, dict] = {}         # job -> {(gpus, nodes): profiled it/s}
         self.best: dict[str, tuple] = {}         # job -> (t(p*), its packed rates S(p)): _curve
+        self._curves: dict = {}                  # speed profile (``Profiled.key``) -> the same: _curve
         self.grown: set[str] = set()             # jobs R2 grew past their request, until reclaimed
-        self.shapes: dict[str, tuple] = {}       # job -> what R1's search reads of it (_shape)
+        self.shapes: dict[str, int] = {}         # job -> the number of what R1's search reads of it (_shape)
+        self._shape_ids: dict[tuple, int] = {}   # what R1's search reads of a job -> its number: _shape
+        self._profile_shape: dict = {}           # speed profile (``Profiled.key``) -> its jobs' shape number
         self._job_facts: dict[str, tuple] = {}   # job -> (its GPU role, machines k, task demand, fewest GPUs): _compact
         self.min_task_gpu = float("inf")         # the smallest per-task GPU demand of any job seen
         self._admitted: list = []                # the jobs the latest base plan admitted
@@ -748,11 +751,21 @@ class ElasticTiresias(Tiresias):
     def _shape(self, jv, role, lo) -> tuple:
         """What R1's search reads of a waiting job: its task demand, request, the fewest GPUs it may
         start on and its efficiency E(p) for p up to the request. Two jobs of one shape fare alike
-        in one state, so a shape that found no start is not searched again until the state changes."""
+        in one state, so a shape that found no start is not searched again until the state changes.
+        A shape is known by its number (in the order shapes first appear), a cheap key for the
+        many maps the walk and the search keep per shape; jobs of one speed profile
+        (``Profiled.key``) share it without working it out again."""
         shape = self.shapes.get(jv.job_id)
         if shape is None:
-            effs = tuple(self._eff(jv, p) for p in range(max(lo, 1), role.count + 1))
-            shape = self.shapes[jv.job_id] = (tuple(role.demand), role.count, lo, effs)
+            key = jv.profiled.key   # one speed profile, one role: one shape (role and lo follow from the roles)
+            shape = self._profile_shape.get(key) if key is not None else None
+            if shape is None:
+                effs = tuple(self._eff(jv, p) for p in range(max(lo, 1), role.count + 1))
+                facts = (tuple(role.demand), role.count, lo, effs)
+                shape = self._shape_ids.setdefault(facts, len(self._shape_ids))
+                if key is not None:
+                    self._profile_shape[key] = shape
+            self.shapes[jv.job_id] = shape
         return shape
 
     def _donor_above_floor(self, view, allocs, planned) -> bool:
@@ -1022,11 +1035,18 @@ class ElasticTiresias(Tiresias):
         the same estimates in the same order as one at a time."""
         got = self.best.get(jv.job_id)
         if got is None:
-            role = jv.roles[0]
-            top = max(role.max_count, role.count)
-            prof, name, m = jv.profiled, role.name, self.m
-            rates = [0.0] + [prof.counts_rate({name: p}, max(1, math.ceil(p / m))) for p in range(1, top + 1)]
-            got = self.best[jv.job_id] = (max(rates[p] / p for p in range(1, top + 1)), rates)
+            prof = jv.profiled
+            key = prof.key   # jobs of one speed profile share the curve (its roles fix top): worked out once
+            got = self._curves.get(key) if key is not None else None
+            if got is None:
+                role = jv.roles[0]
+                top = max(role.max_count, role.count)
+                name, m = role.name, self.m
+                rates = [0.0] + [prof.counts_rate({name: p}, max(1, math.ceil(p / m))) for p in range(1, top + 1)]
+                got = (max(rates[p] / p for p in range(1, top + 1)), rates)
+                if key is not None:
+                    self._curves[key] = got
+            self.best[jv.job_id] = got
         return got
 
     def _eff(self, jv: JobView, n: int) -> float:

@@ -176,10 +176,7 @@ class Cluster:
         for role, nodes in alloc.items():
             held = self._held(spec, role, nodes)
             for node, count in nodes.items():
-                row, cap = rows[node], caps[node]
-                for k, x in held:
-                    row[k] = _snap(row[k] + count * x, cap[k])
-                    used[k] -= count * x
+                _move(rows[node], caps[node], used, held, -count)
             dirty.update(nodes)
         self._snap_used()
 
@@ -199,9 +196,7 @@ class Cluster:
                         raise CapacityError(
                             f"{who}: job {spec.job_id!r} role {role!r} asks for {count * x:g} {RESOURCES[k]} "
                             f"on node {node}, which has {row[k]:g} free")
-                for k, x in held:
-                    row[k] = _snap(row[k] - count * x, cap[k])
-                    used[k] += count * x
+                _move(row, cap, used, held, count)
             dirty.update(nodes)
         self._snap_used()
 
@@ -223,23 +218,33 @@ class Cluster:
 
     def _snap_used(self) -> None:
         used = self.used   # written out: a loop over the three costs more than the tests (one per take and release)
-        g, c, m = used
-        if -EPS < g < EPS:
+        g, c, m = used   # (``abs(x) < EPS`` is ``-EPS < x < EPS`` for every float, a negation and a test fewer)
+        if abs(g) < EPS:
             used[0] = 0.0
-        if -EPS < c < EPS:
+        if abs(c) < EPS:
             used[1] = 0.0
-        if -EPS < m < EPS:
+        if abs(m) < EPS:
             used[2] = 0.0
 
 
-def _snap(v: float, cap: float) -> float:
-    """A node's free amount with float dust rounded away (repeated fractional takes and releases
-    stay exact): nothing, or the whole capacity, when within EPS of it."""
-    if -EPS < v < EPS:
-        return 0.0
-    if -EPS < v - cap < EPS:
-        return cap
-    return v
+def _move(row: list, cap: tuple, used: list, held: tuple, count: int) -> None:
+    """``count`` tasks holding ``held`` ((resource, amount) each) come onto a node (``count`` > 0,
+    a take) or leave it (< 0, a release: ``row - (-n x)`` is ``row + n x`` to the bit, IEEE negation
+    being exact): its free ``row`` and the cluster's ``used`` move by them, in the resources'
+    order. The node's free amount has its float dust rounded away (repeated fractional takes and
+    releases stay exact): nothing, or the whole capacity, when within EPS of it. One call a node,
+    not one a resource: take and release run it for every node of every start and end."""
+    for k, x in held:
+        d = count * x
+        v = row[k] - d
+        if abs(v) < EPS:   # -EPS < v < EPS
+            v = 0.0
+        else:
+            c = cap[k]
+            if abs(v - c) < EPS:
+                v = c
+        row[k] = v
+        used[k] += d
 
 
 def _placed_before(alloc: Allocation, stop_role: str, stop_node: int) -> dict:

@@ -152,6 +152,8 @@ class Recorder:
         trace's are), an ended job's row is its index and its ``Ended`` holds no row number;
         otherwise rows go in the order jobs end (``EndedAt``)."""
         self.cluster = cluster
+        types = set(cluster.gpu_type)
+        self._one_type = types.pop() if len(types) == 1 else None   # the GPU type of every node, if one
         # compact columns (8 bytes a number, no object per value): a run records a few rows per job
         self._t = array("d")
         self._used = array("d")      # GPUs, cores, GB in use: three per timeline row
@@ -250,10 +252,18 @@ class Recorder:
                 acc[job_id] = acc.get(job_id, 0.0) + g * (now - since)
         alloc = st.allocation
         if kind != "finish" and alloc:
-            held, types, roles = {}, self.cluster.gpu_type, spec.roles
+            held, roles, one = {}, spec.roles, self._one_type
             for name, nodes in alloc.items():
                 r = roles[0]
                 g = (r if r.name == name else spec.role(name)).gpu   # the first role needs no search
+                if one is not None:   # every node of one GPU type: the same sum, in the same order, without
+                    if nodes:         # a node's type read and a dict lookup and store per node
+                        s = held.get(one, 0.0)
+                        for count in nodes.values():
+                            s += g * count
+                        held[one] = s
+                    continue
+                types = self.cluster.gpu_type
                 for node, count in nodes.items():
                     t = types[node]
                     held[t] = held.get(t, 0.0) + g * count

@@ -125,14 +125,18 @@ def validated(spec: JobSpec, alloc: Allocation | None, who: str) -> tuple[Alloca
             if c:
                 placed[int(node)] = i
                 n += i
-        cpu, mem = getattr(nodes, "cpu", None), getattr(nodes, "mem", None)
-        if cpu is not None or mem is not None:
-            for what, v in (("cpu", cpu), ("mem", mem)):
-                if v is not None and not (math.isfinite(v) and v >= 0):
-                    raise PolicyError(f"{who}: job {spec.job_id!r} role {role!r} grants {what}={v!r} "
-                                      "per task; it must be a finite number >= 0")
+        if type(nodes) is dict:   # a plain dict (what placement returns) carries no grants
+            cpu = mem = None
+        else:
+            cpu, mem = getattr(nodes, "cpu", None), getattr(nodes, "mem", None)
+            if cpu is not None or mem is not None:
+                for what, v in (("cpu", cpu), ("mem", mem)):
+                    if v is not None and not (math.isfinite(v) and v >= 0):
+                        raise PolicyError(f"{who}: job {spec.job_id!r} role {role!r} grants {what}={v!r} "
+                                          "per task; it must be a finite number >= 0")
+                cpu, mem = None if cpu == r.cpu else cpu, None if mem == r.mem else mem
         if placed:
-            new[role] = Tasks(placed, None if cpu == r.cpu else cpu, None if mem == r.mem else mem)
+            new[role] = Tasks(placed, cpu, mem)
             tasks[role] = n
             gpus += r.gpu * n
     for r in roles:

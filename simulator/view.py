@@ -353,6 +353,22 @@ class Profiled:
     def __init__(self, spec: JobSpec, observer: Observer):
         self._spec, self._obs = spec, observer
 
+    @property
+    def key(self):
+        """The speed profile these estimates come from, as a key: two jobs whose ``Profiled`` have
+        equal keys get the same rate at every allocation in this run, so a policy may keep what it
+        works out of the estimates (a speed-up curve) per key instead of per job. The keys are
+        the zoo model's own (``ProfileSpeed`` keeps its rates per profile, batch and roles): jobs
+        draw their profiles from a pool, so jobs of one model and request need not share one.
+        None where no such promise holds: another speed model (its rate may read anything of the
+        job, e.g. ``LinearSpeed`` its duration), or a per-job ``profiled_error``."""
+        from clustersim.simulator.speed import ProfileSpeed   # where used: nothing else here needs the models
+
+        if type(self._obs.speed) is not ProfileSpeed or self._obs.profiled_error:
+            return None
+        spec = self._spec
+        return (spec.profile, spec.batch_size, spec.roles)
+
     def rate(self, allocation: Allocation) -> float:
         """Iterations/s on ``allocation`` (``{role: {node: tasks}}``)."""
         if self._obs.speed is None:

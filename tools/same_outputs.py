@@ -9,7 +9,8 @@ Each run is ``clustersim`` in a fresh process started in the checkout's own dire
 its code, not the current directory's, is imported), with that checkout's ``.venv`` when it has
 one. The runs cover the engine's paths: rigid starts and finishes (FIFO), preemption (Tiresias),
 decision rounds, elastic rescales with overheads (Elastic-Tiresias), the SideCar and DLRover-RM
-experiments, Optimus, node failures, and a real trace (ITP cluster 01). About a minute a side.
+experiments, Optimus, node failures, a real trace (ITP cluster 01) and nodes of several GPU types.
+About a minute a side.
 """
 
 from __future__ import annotations
@@ -39,6 +40,9 @@ RUNS = {
     "tiresias_faults": PHILLY + ["policy=tiresias", "faults=llama3_nodes", "faults.node.mtbf_h=100"],
     "itp01_fifo": ITP + ["policy=fifo"],
     "itp01_tiresias": ITP + ["policy=tiresias"],
+    # nodes of three GPU types: the recorder's GPU-seconds per type, node by node
+    "types_tiresias": ["trace=synthetic_philly", "trace.options.jobs=1000", "trace.cache.enabled=false",
+                       "cluster=gavel_heterogeneous", "policy=tiresias"],
 }
 FILES = ("jobs.parquet", "events.parquet", "timeline.parquet")
 

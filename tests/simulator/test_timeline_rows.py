@@ -12,7 +12,9 @@ from tests.factories import OnNodeZero, cluster, gpu_job, jobs
 
 
 class _Cluster:
-    """What the recorder reads of a cluster: the resources in use and the totals."""
+    """What the recorder reads of a cluster: the resources in use, the totals and the nodes' GPU types."""
+    gpu_type = ("generic",)
+
     def __init__(self):
         self.used = [0.0, 0.0, 0.0]
         self.total = np.array([4.0, 0.0, 0.0])
