@@ -748,7 +748,8 @@ class ElasticTiresias(Tiresias):
         else:
             now = free.tobytes()
             if now != (self._seen_bytes if self._seen_bytes is not None else seen.tobytes()):
-                moved = np.flatnonzero((free != seen).any(axis=1)).tolist()
+                w = free.shape[1]   # the differing entries' rows, once each, ascending (C order)
+                moved = list(dict.fromkeys(i // w for i in np.flatnonzero(free != seen).tolist()))
                 for n in moved:
                     changed = True
                     states.pop((n, True), None)
