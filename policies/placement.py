@@ -130,11 +130,64 @@ def _spread_role(free, role, count) -> dict[int, int] | None:
 
 
 def _align_role(free, role, count) -> dict[int, int] | None:
-    fit = tasks_per_node(free, role.demand)
-    scale = free.max(axis=0)
-    score = free @ (np.asarray(role.demand) / np.where(scale > 0, scale, 1.0))
-    order = np.argsort(-score, kind="stable")   # ties: the lower index
-    return _fill(free, role, count, fit, order[fit[order] > 0])
+    """Nodes by alignment score, highest first (ties: the lower index), each filled as far as it
+    goes. Only the nodes whose first needed resource may have room for a task (``_first_fit_role``'s
+    superset) are ordered, and the exact count, ``tasks_per_node``'s arithmetic, runs per node in
+    that order until the role is placed: most roles take the best node alone, found by an argmax.
+    The scores are the whole matrix's product: numpy's matmul rounds a row differently with the
+    matrix's size and the row's place, so no row is scored on its own, except where a task needs
+    one resource: every other term of the product is then a zero, and each score is exactly the
+    one rounded product of that column and its weight, however the matmul sums."""
+    need = role.needs
+    if not need:   # a demand of nothing: every score is 0, so the first node takes every task
+        return {0: count} if len(free) else None
+    k0, x0 = need[0]
+    col = free[:, k0]
+    cand = (col >= x0 * (1.0 - 1e-9) - EPS).nonzero()[0]
+    if not len(cand):
+        return None
+    if len(need) == 1:   # the weight: the demand over the most any node has free, or over 1 if none has any
+        most = np.maximum.reduce(col)   # ``col.max()`` without its Python wrapper
+        top = col[cand] * (x0 / most if most > 0 else x0)
+    else:
+        scale = np.maximum.reduce(free, axis=0)
+        top = (free @ (np.asarray(role.demand) / np.where(scale > 0, scale, 1.0)))[cand]
+    best = int(cand[top.argmax()])   # the first of the highest: where the order below starts
+    placed = _fill_rows(free, need, count, (best,))
+    if placed is not None:   # the best node takes the whole role (most placements)
+        return placed
+    # a stable sort of the candidates (in index order) keeps the whole order's ties: the lower index
+    return _fill_rows(free, need, count, cand[(-top).argsort(kind="stable")].tolist())
+
+
+def _fill_rows(free, need, count, order) -> dict[int, int] | None:
+    """Fill the nodes in ``order``, each with as many tasks as fit, until ``count`` are placed:
+    ``tasks_per_node``'s count and ``_take``'s deduction in plain Python on the rows read (the
+    same IEEE operations: a floor of the least ``(free + EPS) / amount``, capped; ``free - t x
+    amount``), so that a placement reads only the rows it tries. ``None``, ``free`` untouched,
+    when the nodes in ``order`` cannot take ``count`` tasks."""
+    placed, rows, left = {}, [], count
+    for node in order:
+        row = free[node].tolist()
+        k, x = need[0]
+        per = (row[k] + EPS) / x
+        for k, x in need:   # the least of them (``min`` written out: the builtin's call costs ~5x the test)
+            room = (row[k] + EPS) / x
+            if room < per:
+                per = room
+        fit = MAX_TASKS_PER_NODE if per >= MAX_TASKS_PER_NODE else math.floor(per)
+        if fit > 0:
+            t = placed[node] = left if left < fit else fit
+            rows.append(row)
+            left -= t
+            if not left:
+                break
+    if left:
+        return None
+    for (node, t), row in zip(placed.items(), rows):   # the rows read are the free values: deduct from them
+        for k, x in need:
+            free[node, k] = row[k] - t * x
+    return placed
 
 
 def _per_role(place_role) -> Placement:
@@ -333,6 +386,8 @@ def shrink(alloc, counts: Mapping[str, int]) -> dict:
 
 def merge(a, b) -> dict:
     """The union of two allocations of the same job."""
+    if not a:   # a job placed from nothing (most placements): the union is a copy of ``b``
+        return {role: dict(nodes) for role, nodes in b.items()}
     out = {role: dict(nodes) for role, nodes in a.items()}
     for role, nodes in b.items():
         mine = out.setdefault(role, {})

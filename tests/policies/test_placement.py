@@ -95,6 +95,9 @@ def test_min_nodes_and_release_keep_shrink_merge():
     assert not keep_in_place(f, Held)
     assert shrink({"worker": {0: 2, 1: 1, 2: 3}}, {"worker": 4}) == {"worker": {0: 1, 2: 3}}
     assert merge({"worker": {0: 1}}, {"worker": {0: 1, 2: 2}}) == {"worker": {0: 2, 2: 2}}
+    placed = {"worker": {3: 1}, "ps": {}}
+    union = merge({}, placed)   # from nothing: a copy, not the placement itself
+    assert union == placed and union["worker"] is not placed["worker"]
 
 
 def test_release_returns_what_the_job_held_and_keep_in_place_takes_exactly_that_back():
