@@ -121,6 +121,7 @@ class ElasticTiresias(Tiresias):
         # read on the free resources ``_free_seen``; ``_stale``: nodes whose donors changed since
         self._node_states: dict[tuple, tuple] = {}
         self._free_seen: np.ndarray | None = None
+        self._seen_bytes: bytes | None = None    # ``_free_seen``'s bytes, while they are known
         self._stale: set[int] = set()
         # the number of each node's last dropped state (``_touch``), and per (shape, donors count)
         # the number at which a search on one machine found no plan on any node (``_search``)
@@ -552,7 +553,7 @@ class ElasticTiresias(Tiresias):
             self._donor_cache = self._donor_room = None
         _take(free, jv, alloc)
         self._idle_room.clear()     # the free GPUs (and perhaps the donors) changed: look anew
-        self._refresh(free)
+        self._refresh(free, alloc[role.name])   # the take changed only the job's nodes
         self._epoch += 1
         self._failed.clear()
         self.compactions += 1
@@ -716,29 +717,50 @@ class ElasticTiresias(Tiresias):
             state = self._node_states[key] = (tuple(free[node].tolist()), held, sum(h[1] for h in held))
         return state
 
-    def _refresh(self, free) -> bool:
+    def _refresh(self, free, nodes=None) -> bool:
         """Drop the kept node states (``_node_state``) that may no longer hold: every state of a node
         whose free resources differ from those they were read on, and the states that read the
         donors of a node whose donors changed since (``_stale``: a donor listed or unlisted there,
-        changed by a decision, or laid over by one, ``_donors``). True if any node changed."""
+        changed by a decision, or laid over by one, ``_donors``). True if any node changed.
+
+        ``nodes``: the only nodes whose free resources may differ from those last seen (a
+        compaction's take: the walk changes ``free`` nowhere else), so only their rows are
+        compared and kept. Without it (a decision's start: the engine's changes since are not
+        known node by node) the whole matrix is compared, at one byte comparison when nothing
+        moved (equal bytes are equal values; unequal bytes are compared value by value)."""
         states, seen = self._node_states, self._free_seen
         changed = bool(self._stale)
         if seen is None or seen.shape != free.shape:
             states.clear()
             self._touch(range(len(free)))
+            self._free_seen = free.copy()
+            self._seen_bytes = self._free_seen.tobytes()
             changed = True
-        else:
-            moved = np.flatnonzero((free != seen).any(axis=1)).tolist()
+        elif nodes is not None:
+            moved = [n for n in nodes if free[n].tolist() != seen[n].tolist()]
             for n in moved:
                 changed = True
                 states.pop((n, True), None)
                 states.pop((n, False), None)
+                seen[n] = free[n]
             self._touch(moved)
+            self._seen_bytes = None   # (seen changed in place: its bytes are read again when needed)
+        else:
+            now = free.tobytes()
+            if now != (self._seen_bytes if self._seen_bytes is not None else seen.tobytes()):
+                w = free.shape[1]   # the differing entries' rows, once each, ascending (C order)
+                moved = list(dict.fromkeys(i // w for i in np.flatnonzero(free != seen).tolist()))
+                for n in moved:
+                    changed = True
+                    states.pop((n, True), None)
+                    states.pop((n, False), None)
+                self._touch(moved)
+                self._free_seen = free.copy()
+            self._seen_bytes = now
         for n in self._stale:
             states.pop((n, True), None)
         self._touch(self._stale)
         self._stale.clear()
-        self._free_seen = free.copy()
         return changed
 
     def _touch(self, nodes) -> None:
