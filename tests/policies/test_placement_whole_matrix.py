@@ -1,5 +1,5 @@
-"""``align`` placement against the whole-matrix arithmetic it replaced, bit for bit: the same
-allocations and the same free matrix afterwards, on random matrices built to meet its edge cases
+"""``align`` and ``first_fit`` placement against the whole-matrix arithmetic (each counts and
+deducts in its own plain-Python loop), bit for bit: the same allocations and the same free matrix afterwards, on random matrices built to meet its edge cases
 (tied scores, a resource other than the first binding, free values just under a task's demand or a
 rounding residue below zero, fractional demands, roles needing no GPU, multi-role jobs that do not
 fit)."""
@@ -7,14 +7,15 @@ fit)."""
 import numpy as np
 import pytest
 
-from clustersim.policies.placement import align
+from clustersim.policies.placement import align, first_fit
 from clustersim.simulator.cluster import tasks_per_node
 from clustersim.simulator.job import RoleSpec
 
 
-def whole_matrix_align(free, roles, counts):
-    """The strategy as it was: tasks counted on every node, every node sorted by score, the nodes
-    that take a task filled in that order by cumulative sums, deducted row by row with numpy."""
+def whole_matrix_align(free, roles, counts, by_score=True):
+    """The strategy as it was: tasks counted on every node, every node sorted by score (or, with
+    ``by_score`` False, first fit's index order), the nodes that take a task filled in that order
+    by cumulative sums, deducted row by row with numpy."""
     backup = free.copy()
     alloc = {}
     for role in roles:
@@ -25,7 +26,7 @@ def whole_matrix_align(free, roles, counts):
         fit = tasks_per_node(free, demand)
         scale = free.max(axis=0)
         score = free @ (demand / np.where(scale > 0, scale, 1.0))
-        order = np.argsort(-score, kind="stable")
+        order = np.argsort(-score, kind="stable") if by_score else np.arange(len(free))
         order = order[fit[order] > 0]
         f = fit[order]
         cum = np.cumsum(f)
@@ -72,7 +73,8 @@ def random_roles(rng):
 
 
 @pytest.mark.parametrize("seed", range(6))
-def test_align_matches_the_whole_matrix_arithmetic_bit_for_bit(seed):
+@pytest.mark.parametrize("strategy, by_score", [(align, True), (first_fit, False)])
+def test_placement_matches_the_whole_matrix_arithmetic_bit_for_bit(seed, strategy, by_score):
     rng = np.random.default_rng(seed)
     placed = failed = 0
     for _ in range(400):
@@ -80,8 +82,8 @@ def test_align_matches_the_whole_matrix_arithmetic_bit_for_bit(seed):
         mine, theirs = free.copy(), free.copy()
         for _ in range(int(rng.integers(1, 8))):   # several jobs in a row, each on what the last left
             roles, counts = random_roles(rng)
-            got = align(mine, roles, counts)
-            assert got == whole_matrix_align(theirs, roles, counts)
+            got = strategy(mine, roles, counts)
+            assert got == whole_matrix_align(theirs, roles, counts, by_score)
             assert mine.tobytes() == theirs.tobytes()
             placed += got is not None and any(got.values())
             failed += got is None
