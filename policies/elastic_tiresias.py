@@ -128,9 +128,10 @@ class ElasticTiresias(Tiresias):
         self._tick = 0
         self._node_tick = np.zeros(view.cluster.num_nodes, dtype=np.int64)
         self._gave_none: dict[tuple, int] = {}
-        # the donors' tasks per node for the k > 1 ranking, read on the states as of ``_given_at`` (a tick)
+        # the donors' tasks per node for the k > 1 ranking (``_given_now``), and the nodes whose
+        # kept states were dropped (``_touch``) since it was last read: only those are read again
         self._given = np.zeros(view.cluster.num_nodes, dtype=np.int64)
-        self._given_at = -1
+        self._given_stale: set[int] = set(range(view.cluster.num_nodes))
         # per shape on k > 1 machines, the node set its last search found no plan on and the tick then
         self._none_on: dict[tuple, tuple] = {}
         # the waiting jobs R1 may start (single-role GPU jobs that do not run), grouped by shape
@@ -630,17 +631,24 @@ class ElasticTiresias(Tiresias):
         return options
 
     def _given_now(self, view, per_node, free, planned) -> np.ndarray:
-        """The donors' tasks on each up node (its kept state's total, ``_node_state``), kept per
-        node across decisions and read again only on the nodes whose state was dropped since
-        (``_node_tick``): a compaction or a decision changes a few machines, not every one."""
+        """The donors' tasks on each up node (the total of its state, ``_node_state``), kept per
+        node across decisions and read again only on the up nodes whose state was dropped since
+        (``_given_stale``, filled by ``_touch``): a compaction or a decision changes a few machines,
+        not every one. The total is summed from the donor lists themselves: building the whole
+        state (each donor's facts) of every such node cost more than the ranking needs, and a
+        kept state's total is that same sum (it is dropped whenever the node's donors change)."""
         given = self._given
         if len(given) != len(free):
             given = self._given = np.zeros(len(free), dtype=np.int64)
-            self._given_at = -1
-        up = view.cluster.up
-        for n in np.flatnonzero((self._node_tick > self._given_at) & up).tolist():
-            given[n] = self._node_state(view, n, True, per_node, free, planned)[2]
-        self._given_at = self._tick
+            self._given_stale.update(range(len(free)))
+        stale = self._given_stale
+        if stale:
+            up = view.cluster.up
+            for n in stale:
+                if up[n]:
+                    on = per_node.get(n)
+                    given[n] = sum(on.values()) if on else 0
+            stale.clear()
         return given
 
     def _search(self, view, jv, role, shape, k, idle, per_node, free, planned):
@@ -769,6 +777,7 @@ class ElasticTiresias(Tiresias):
         if nodes:
             self._tick += 1
             self._node_tick[nodes] = self._tick
+            self._given_stale.update(nodes)
 
     def _shape(self, jv, role, lo) -> tuple:
         """What R1's search reads of a waiting job: its task demand, request, the fewest GPUs it may
