@@ -625,22 +625,22 @@ class ElasticTiresias(Tiresias):
             cand = self._idle_room.get("up")
             if cand is None:
                 cand = self._idle_room["up"] = np.flatnonzero(up)
-            avail = idle[cand] + self._given_now(view, per_node, free, planned)[cand]
+            avail = idle[cand] + self._given_now(view, per_node, len(free))[cand]
             options.append(cand[np.argsort(-avail, kind="stable")[:k]].tolist())
         self._idle_room[key] = options
         return options
 
-    def _given_now(self, view, per_node, free, planned) -> np.ndarray:
-        """The donors' tasks on each up node (the total of its state, ``_node_state``), kept per
+    def _given_now(self, view, per_node, nodes: int) -> np.ndarray:
+        """The donors' tasks on each of the ``nodes`` up nodes (the total of its state, ``_node_state``), kept per
         node across decisions and read again only on the up nodes whose state was dropped since
         (``_given_stale``, filled by ``_touch``): a compaction or a decision changes a few machines,
         not every one. The total is summed from the donor lists themselves: building the whole
         state (each donor's facts) of every such node cost more than the ranking needs, and a
         kept state's total is that same sum (it is dropped whenever the node's donors change)."""
         given = self._given
-        if len(given) != len(free):
-            given = self._given = np.zeros(len(free), dtype=np.int64)
-            self._given_stale.update(range(len(free)))
+        if len(given) != nodes:
+            given = self._given = np.zeros(nodes, dtype=np.int64)
+            self._given_stale.update(range(nodes))
         stale = self._given_stale
         if stale:
             up = view.cluster.up

@@ -20,12 +20,12 @@ class CheckedGiven(ElasticTiresias):
         super().__init__(**params)
         self.reads = self.partial = self.nonzero = 0
 
-    def _given_now(self, view, per_node, free, planned):
+    def _given_now(self, view, per_node, nodes):
         stale = len(self._given_stale)
-        given = super()._given_now(view, per_node, free, planned)
+        given = super()._given_now(view, per_node, nodes)
         self.reads += 1
-        self.partial += 0 < stale < len(free)   # some nodes read again, the others kept
-        for n in range(len(free)):
+        self.partial += 0 < stale < nodes   # some nodes read again, the others kept
+        for n in range(nodes):
             if not view.cluster.up[n]:
                 continue
             on = per_node.get(n) or {}
