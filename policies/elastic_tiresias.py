@@ -747,22 +747,15 @@ class ElasticTiresias(Tiresias):
         elif nodes is not None:
             moved = [n for n in nodes if free[n].tolist() != seen[n].tolist()]
             for n in moved:
-                changed = True
-                states.pop((n, True), None)
-                states.pop((n, False), None)
                 seen[n] = free[n]
-            self._touch(moved)
+            changed |= self._drop_moved(moved)
             self._seen_bytes = None   # (seen changed in place: its bytes are read again when needed)
         else:
             now = free.tobytes()
             if now != (self._seen_bytes if self._seen_bytes is not None else seen.tobytes()):
                 w = free.shape[1]   # the differing entries' rows, once each, ascending (C order)
                 moved = list(dict.fromkeys(i // w for i in np.flatnonzero(free != seen).tolist()))
-                for n in moved:
-                    changed = True
-                    states.pop((n, True), None)
-                    states.pop((n, False), None)
-                self._touch(moved)
+                changed |= self._drop_moved(moved)
                 self._free_seen = free.copy()
             self._seen_bytes = now
         for n in self._stale:
@@ -770,6 +763,16 @@ class ElasticTiresias(Tiresias):
         self._touch(self._stale)
         self._stale.clear()
         return changed
+
+    def _drop_moved(self, moved: list[int]) -> bool:
+        """Drop every kept state of the nodes ``moved`` (their free resources changed) and number
+        them (``_touch``); whether there were any."""
+        states = self._node_states
+        for n in moved:
+            states.pop((n, True), None)
+            states.pop((n, False), None)
+        self._touch(moved)
+        return bool(moved)
 
     def _touch(self, nodes) -> None:
         """Number the nodes' kept states dropped now with a new ``_tick`` (``_node_tick``)."""
