@@ -166,11 +166,11 @@ def _fill_rows(free, need, count, order) -> dict[int, int] | None:
     same IEEE operations: a floor of the least ``(free + EPS) / amount``, capped; ``free - t x
     amount``), so that a placement reads only the rows it tries. ``None``, ``free`` untouched,
     when the nodes in ``order`` cannot take ``count`` tasks."""
+    k0, x0 = need[0]
     placed, rows, left = {}, [], count
     for node in order:
         row = free[node].tolist()
-        k, x = need[0]
-        per = (row[k] + EPS) / x
+        per = (row[k0] + EPS) / x0
         for k, x in need:   # the least of them (``min`` written out: the builtin's call costs ~5x the test)
             room = (row[k] + EPS) / x
             if room < per:
